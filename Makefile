@@ -1,0 +1,51 @@
+# Callgate developer commands. `make run` (demo, no services needed) and `make test` are the two
+# set-up commands; everything else is for working on Callgate.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format services services-down worker beat check-deploy clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet ".[dev]"
+	@touch $(STAMP)
+
+# The embedded demo: SQLite in var/, tasks in-process, console on http://127.0.0.1:8000.
+run: $(STAMP)
+	@mkdir -p var
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py migrate --no-input
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py demo_setup --start
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# The whole suite against PostgreSQL 15 and Redis on 127.0.0.1 (started here when not running).
+test: $(STAMP)
+	.ci/services up
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+services:
+	.ci/services up
+
+services-down:
+	.ci/services down
+
+# Production-style processes (set DATABASE_URL and CELERY_BROKER_URL first; see README).
+worker: $(STAMP)
+	$(BIN)/celery -A config worker --loglevel=INFO --concurrency=2 --queues=callgate
+
+beat: $(STAMP)
+	$(BIN)/celery -A config beat --loglevel=INFO
+
+clean:
+	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache

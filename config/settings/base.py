@@ -1,0 +1,145 @@
+"""Settings shared by every environment.
+
+Every value that may differ between machines comes from the environment through django-environ;
+``.env.example`` documents each variable. Environment modules (``local``, ``test``,
+``production``) only change defaults.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "toolcalls",
+    "approvals",
+    "toolcalls.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "approvals.context_processors.pending_count",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "config.wsgi.application"
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'callgate.sqlite3'}"),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "approvals:queue"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+
+# --- Celery -------------------------------------------------------------------------------------
+# An empty broker URL means "no broker": tasks run in-process, right after the commit that
+# enqueued them (the embedded demo). With Redis, the database stays the source of truth and the
+# broker only carries wake-ups, so losing a message delays work but never loses it.
+CELERY_TASK_ALWAYS_EAGER = not env("CELERY_BROKER_URL", default="")
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://"
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "callgate"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
+}
+
+# --- Callgate -----------------------------------------------------------------------------------
+# Modules whose import registers tools with ``toolcalls.registry``.
+CALLGATE_TOOL_MODULES = env.list("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
+# How long an approval stays decidable, in seconds.
+CALLGATE_APPROVAL_TTL_S = env.int("CALLGATE_APPROVAL_TTL_S", default=3600)
+# Guard: model requests that may be recorded for one operation before it escalates.
+CALLGATE_MAX_TURNS = env.int("CALLGATE_MAX_TURNS", default=12)
+# Retryable provider failures (429, 5xx, overloaded) retried per operation before FAILED.
+CALLGATE_MODEL_MAX_RETRIES = env.int("CALLGATE_MODEL_MAX_RETRIES", default=3)
+CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
+CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
+# Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
+CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
+# Demo: refunds above this amount (cents) need an operator's approval.
+CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
+    "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500
+)
+
+
+# --- Logging ------------------------------------------------------------------------------------
+def logging_config(log_format: str, level: str) -> dict[str, object]:
+    """Console logging; ``log_format`` is ``text`` or ``json`` (one JSON object per line)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+            "json": {
+                "()": "pythonjsonlogger.json.JsonFormatter",
+                "fmt": ["asctime", "levelname", "name", "message"],
+            },
+        },
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format}},
+        "root": {"handlers": ["console"], "level": level},
+    }
+
+
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+LOGGING = logging_config(env("LOG_FORMAT", default="text"), LOG_LEVEL)

@@ -1,0 +1,24 @@
+"""Production: PostgreSQL, Redis, HTTPS only, JSON log lines. Every secret comes from the env."""
+
+from config.settings.base import *  # noqa: F403
+from config.settings.base import env, logging_config
+
+DEBUG = False
+SECRET_KEY = env("SECRET_KEY")
+DATABASES = {"default": env.db("DATABASE_URL")}
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+CELERY_TASK_ALWAYS_EAGER = False
+LOGGING = logging_config(env("LOG_FORMAT", default="json"), LOG_LEVEL)  # noqa: F405
+
+# gunicorn serves static files itself through WhiteNoise (after `collectstatic`).
+MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")  # noqa: F405
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+STORAGES = {
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

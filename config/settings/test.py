@@ -1,0 +1,22 @@
+"""Test settings: PostgreSQL and Redis on loopback, as ``.ci/services`` starts them.
+
+Tasks are queued to Redis for a real worker; fast unit tests switch to in-process execution with
+the ``eager_tasks`` fixture.
+"""
+
+from config.settings.base import *  # noqa: F403
+from config.settings.base import env
+
+DATABASES = {
+    "default": env.db(
+        "TEST_DATABASE_URL", default="postgres://callgate:callgate@127.0.0.1:5432/callgate"
+    ),
+}
+CELERY_BROKER_URL = env("TEST_CELERY_BROKER_URL", default="redis://127.0.0.1:6379/15")
+CELERY_TASK_ALWAYS_EAGER = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+CALLGATE_RETRY_BASE_MS = 10
+CALLGATE_RETRY_CAP_MS = 50
