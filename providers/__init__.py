@@ -1,0 +1,1 @@
+"""Provider adapters: the only code that knows any provider's JSON. Imports nothing of Callgate."""

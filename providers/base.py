@@ -1,0 +1,182 @@
+"""Provider-neutral shapes that every adapter produces and consumes.
+
+The engine sees only these dataclasses. Provider JSON stays inside the adapter modules; the
+conversation the engine stores between turns is an opaque list of provider-native items that only
+the adapter of the operation's family reads or extends.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Outcome(enum.StrEnum):
+    """What one model reply means for the loop (``shared/fixtures/README.md``, "classify")."""
+
+    FINAL_TEXT = "FINAL_TEXT"
+    TOOL_PROPOSALS = "TOOL_PROPOSALS"
+    REFUSAL = "REFUSAL"
+    TRUNCATED = "TRUNCATED"
+    PAUSED = "PAUSED"
+    API_FAILURE = "API_FAILURE"
+    MALFORMED = "MALFORMED"
+
+
+@dataclass(frozen=True)
+class WireReply:
+    """One provider reply exactly as it travelled.
+
+    ``kind`` is ``response`` (HTTP 200 JSON ``body``), ``stream`` (``events``: a list of
+    ``{"event": name | None, "data": parsed JSON}``) or ``http_error`` (non-2xx ``body``).
+    ``headers`` keys are lower-case.
+    """
+
+    kind: str
+    http_status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
+    events: Sequence[Mapping[str, Any]] | None = None
+
+    @classmethod
+    def from_case(cls, case: Mapping[str, Any]) -> WireReply:
+        """Build from a fixture-format mapping (``kind``, ``http_status``, ``headers``, ...)."""
+        return cls(
+            kind=case["kind"],
+            http_status=int(case["http_status"]),
+            headers={k.lower(): str(v) for k, v in (case.get("headers") or {}).items()},
+            body=case.get("body"),
+            events=case.get("events"),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable form stored on a turn (the same shape ``from_case`` reads)."""
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "http_status": self.http_status,
+            "headers": dict(self.headers),
+        }
+        if self.events is not None:
+            data["events"] = list(self.events)
+        else:
+            data["body"] = self.body
+        return data
+
+
+@dataclass(frozen=True)
+class ProposedCall:
+    """One tool call the model proposed.
+
+    ``call_id`` is the provider's call ID, or one the adapter derived from the reply when the
+    provider sent none (``synthesized`` is then true). ``arguments`` is the decoded JSON object, or
+    ``None`` with ``arguments_error`` set when the raw text is not exactly one JSON object.
+    ``item_id`` is the provider's item/block ID when it differs from the call ID (Responses
+    ``fc_…``).
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str | None
+    arguments_error: bool = False
+    item_id: str | None = None
+    synthesized: bool = False
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one reply (tokens)."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """The normalized reading of one :class:`WireReply`.
+
+    ``calls`` is empty unless ``outcome`` is TOOL_PROPOSALS, so nothing from a truncated, refused
+    or failed reply can reach a tool. ``assistant_items`` are the provider-native items to append
+    to the conversation if it continues from this reply (reasoning items, thinking blocks,
+    signatures included). ``retryable`` and ``retry_after_s`` (seconds) are set for API_FAILURE
+    only.
+    """
+
+    outcome: Outcome
+    raw_reason: str | None
+    response_id: str | None
+    text: str | None
+    calls: tuple[ProposedCall, ...] = ()
+    usage: Usage | None = None
+    continuation: frozenset[str] = frozenset()
+    assistant_items: tuple[Any, ...] = ()
+    retryable: bool | None = None
+    retry_after_s: float | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolDeclaration:
+    """A tool offered to the model: registry name, description and JSON Schema of arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    """The model-facing result of one call: ``model_result`` only, never protected audit data.
+
+    ``is_error`` marks an error envelope (Anthropic sends it as ``is_error``).
+    """
+
+    call_id: str
+    name: str
+    model_result: Mapping[str, Any]
+    is_error: bool
+
+
+class ProviderAdapter(Protocol):
+    """What the engine needs from one API family (DESIGN.md §10).
+
+    Adapters are stateless and pure: no I/O, no clock, no randomness, so re-parsing the same
+    payload yields the same calls and IDs.
+    """
+
+    provider: str
+    family: str
+    revision: str
+
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        """Return the opening conversation (provider-native items) for the user's request."""
+        ...
+
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        """Return the JSON request body for the next model request."""
+        ...
+
+    def parse_reply(self, reply: WireReply) -> ParsedReply:
+        """Classify ``reply`` and extract text, calls, usage and continuation items."""
+        ...
+
+    def append_reply(self, *, conversation: Sequence[Any], reply: ParsedReply) -> list[Any]:
+        """Return ``conversation`` extended with the assistant items of ``reply``."""
+        ...
+
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        """Return ``conversation`` plus one result per call, shaped as the provider wants."""
+        ...
+
+    def pairing_error(
+        self, *, request: Mapping[str, Any], previous: ParsedReply
+    ) -> WireReply | None:
+        """The provider's HTTP 400 when ``request`` does not carry exactly one result per call of
+        ``previous``; ``None`` when the pairing is right. Used by the replay transport."""
+        ...
