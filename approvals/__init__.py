@@ -1,0 +1,1 @@
+"""Human decisions on parked tool calls: requests, decisions, expiry, and the console."""

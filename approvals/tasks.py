@@ -1,0 +1,17 @@
+"""Thin Celery tasks: take IDs, call a service."""
+
+from celery import shared_task
+
+from approvals import services
+
+
+@shared_task(name="approvals.resume_operation")
+def resume_operation(call_pk: int) -> None:
+    """Revalidate and execute an approved call (``approvals.services.approval_resume``)."""
+    services.approval_resume(call_pk=call_pk)
+
+
+@shared_task(name="approvals.expire_due")
+def expire_due() -> int:
+    """Periodic sweep: expire approvals past their deadline (database time)."""
+    return services.approvals_expire_due()

@@ -1,0 +1,145 @@
+"""Decisions: one wins, four eyes, expiry by database time, revalidation at resume."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import override_settings
+
+from approvals.models import ApprovalRequest
+from approvals.services import ApprovalError, approval_decide, approvals_expire_due
+from tests.engine import bundled_replies, operator, start
+from tests.factories import TenantFactory, UserFactory
+from toolcalls.demo.models import LedgerEntry, Order
+from toolcalls.models import ToolCall
+from toolcalls.states import ApprovalState, CallState, OperationState
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
+
+
+@pytest.fixture
+def parked(demo):  # type: ignore[no-untyped-def]
+    operation = start(demo, bundled_replies("refund_approve"))
+    assert operation.state == OperationState.WAITING_APPROVAL
+    return operation
+
+
+def _decide(operation, user, approve=True, reason=""):  # type: ignore[no-untyped-def]
+    return approval_decide(
+        approval_pk=operation.approvals.get().pk, actor=user, approve=approve, reason=reason
+    )
+
+
+def test_requester_cannot_approve_their_own_request(parked) -> None:
+    requester = get_user_model().objects.get(username="requester")
+    assert requester.has_perm("approvals.decide_approvalrequest")  # an operator, but the requester
+    with pytest.raises(ApprovalError) as exc:
+        _decide(parked, requester)
+    assert exc.value.code == "self_approval"
+    assert parked.approvals.get().state == ApprovalState.PENDING
+
+
+def test_only_operators_of_the_tenant_decide(parked) -> None:
+    support = get_user_model().objects.get(username="support")
+    with pytest.raises(ApprovalError, match="may not decide") as exc:
+        _decide(parked, support)
+    assert exc.value.code == "not_permitted"
+    outsider = UserFactory.create(username="outsider")
+    outsider.groups.add(*operator().groups.all())
+    TenantFactory.create(slug="other").members.add(outsider)
+    with pytest.raises(ApprovalError):
+        _decide(parked, outsider)
+
+
+def test_one_decision_wins(parked) -> None:
+    _decide(parked, operator(), approve=False, reason="No.")
+    second = UserFactory.create(username="second-operator")
+    second.groups.add(*operator().groups.all())
+    parked.tenant.members.add(second)
+    with pytest.raises(ApprovalError) as exc:
+        _decide(parked, second, approve=True)
+    assert exc.value.code == "already_decided"
+    assert LedgerEntry.objects.count() == 0
+
+
+def test_denial_needs_a_reason(parked) -> None:
+    with pytest.raises(ApprovalError) as exc:
+        _decide(parked, operator(), approve=False, reason="   ")
+    assert exc.value.code == "reason_required"
+    assert parked.approvals.get().state == ApprovalState.PENDING
+
+
+def test_approval_past_expiry_by_database_time_expires_and_nothing_runs(parked) -> None:
+    # Move expiry into the past by the database's own clock.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE approvals_approvalrequest SET expires_at = now() - interval '1 second'"
+        )
+    with pytest.raises(ApprovalError) as exc:
+        _decide(parked, operator())
+    assert exc.value.code == "expired"
+    parked.refresh_from_db()
+    call = parked.calls.get(tool_name="submit_refund")
+    assert call.state == CallState.EXPIRED
+    assert call.model_result["error"]["code"] == "APPROVAL_EXPIRED"
+    assert parked.approvals.get().state == ApprovalState.EXPIRED
+    # The model is told, and the scripted model answers with its closing text.
+    last_request = parked.turns.get(index=3).request_body["input"]
+    assert '"APPROVAL_EXPIRED"' in last_request[-1]["output"]
+    assert parked.state == OperationState.COMPLETED
+    assert LedgerEntry.objects.count() == 0
+
+
+@override_settings(CALLGATE_APPROVAL_TTL_S=0)
+def test_sweep_expires_due_approvals(demo) -> None:
+    operation = start(demo, bundled_replies("refund_approve"))
+    assert approvals_expire_due() == 1
+    assert approvals_expire_due() == 0
+    assert operation.approvals.get().state == ApprovalState.EXPIRED
+
+
+def test_arguments_changed_after_request_are_not_executed(parked) -> None:
+    call = parked.calls.get(tool_name="submit_refund")
+    ToolCall.objects.filter(pk=call.pk).update(arguments={**call.arguments, "amount_cents": 8000})
+    _decide(parked, operator())
+    call.refresh_from_db()
+    assert call.state == CallState.REJECTED
+    assert call.model_result["error"]["code"] == "APPROVAL_STALE"
+    assert "arguments changed" in call.model_result["error"]["message"]
+    assert LedgerEntry.objects.count() == 0
+    assert Order.objects.get(order_id="ORD-1001").refunded_cents == 0
+
+
+def test_policy_revision_changed_after_request_is_not_executed(parked) -> None:
+    ApprovalRequest.objects.update(policy_revision="refund-threshold-v0")
+    _decide(parked, operator())
+    call = parked.calls.get(tool_name="submit_refund")
+    assert call.state == CallState.REJECTED
+    assert "policy changed" in call.model_result["error"]["message"]
+    assert LedgerEntry.objects.count() == 0
+
+
+def test_order_refunded_elsewhere_while_pending_blocks_execution(parked) -> None:
+    Order.objects.filter(order_id="ORD-1001").update(refunded_cents=12000)
+    _decide(parked, operator())
+    call = parked.calls.get(tool_name="submit_refund")
+    assert call.state == CallState.REJECTED
+    assert call.error_code == "REFUND_EXCEEDS_REMAINING"
+    assert LedgerEntry.objects.count() == 0
+
+
+def test_decision_is_audited_with_the_decider(parked) -> None:
+    _decide(parked, operator())
+    approval = parked.approvals.get()
+    assert approval.decided_by.username == "operator"
+    assert approval.decided_at <= approval.expires_at
+    event = parked.events.get(kind="approval.transition")
+    assert (event.actor, event.from_state, event.to_state) == (
+        "user:operator",
+        "PENDING",
+        "APPROVED",
+    )
+    assert approval.expires_at - approval.created_at == timedelta(hours=1)

@@ -1,0 +1,94 @@
+"""Shared fixtures: fixture corpus location, demo data, in-process tasks, a real Celery worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from config.celery import app as celery_app
+
+REPO = Path(__file__).resolve().parents[1]
+#: Provider fixtures live outside the repository (``../shared/fixtures``); never copied in.
+FIXTURES = Path(os.environ.get("CALLGATE_FIXTURES_DIR", REPO.parent / "shared" / "fixtures"))
+
+
+def wait_for(predicate: Callable[[], object], *, timeout_s: float = 30.0, what: str = "") -> object:
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what or predicate}")
+
+
+@pytest.fixture
+def eager_tasks() -> Iterator[None]:
+    """Run Celery tasks in-process right after the enqueuing commit (fast unit tests only)."""
+    celery_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def demo(db):  # type: ignore[no-untyped-def]
+    """The seeded demo tenant, users and orders."""
+    from toolcalls.demo.services import demo_seed
+
+    return demo_seed()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
+    """A real ``celery worker`` process on the test database and the test Redis database."""
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+    broker = settings.CELERY_BROKER_URL
+    redis.Redis.from_url(broker).flushdb()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "TEST_DATABASE_URL": (
+            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+        ),
+        "TEST_CELERY_BROKER_URL": broker,
+    }
+    log_path = REPO / "var" / "test-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "config", "worker",
+            "--queues=callgate", "--concurrency=2", "--loglevel=INFO",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: b"ready." in log_path.read_bytes() or process.poll() is not None,
+            timeout_s=60,
+            what="the Celery worker to start",
+        )
+        if process.poll() is not None:
+            pytest.fail(f"celery worker exited early:\n{log_path.read_text()[-3000:]}")
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -1,0 +1,50 @@
+"""Start operations on scripted replies for engine tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from toolcalls.demo.scenario import bundled_path
+from toolcalls.models import Operation, ReplayScript
+from toolcalls.services.operations import operation_start
+
+
+def bundled_replies(name: str, family: str = "openai_responses") -> list[dict[str, Any]]:
+    return json.loads(bundled_path(family=family, name=name).read_text())["replies"]
+
+
+def start(demo: Any, replies: list[dict[str, Any]], **overrides: Any) -> Operation:
+    """Start an operation for the demo customer, requested by the demo requester."""
+    script = ReplayScript.objects.create(
+        name="test", family="openai_responses", model="gpt-test", replies=replies
+    )
+    operation = operation_start(
+        tenant=demo.tenant,
+        requested_by=get_user_model().objects.get(username="requester"),
+        subject_ref=overrides.pop("subject_ref", "cus_1001"),
+        family="openai_responses",
+        model="gpt-test",
+        input_text="Please refund my order.",
+        replay_script=script,
+        **overrides,
+    )
+    operation.refresh_from_db()
+    return operation
+
+
+def operator() -> Any:
+    return get_user_model().objects.get(username="operator")
+
+
+def transitions(operation: Operation) -> list[tuple[str, str]]:
+    events = operation.events.filter(kind="operation.transition").order_by("seq")
+    return [(e.from_state, e.to_state) for e in events]
+
+
+def sent_outputs(operation: Operation, turn_index: int) -> list[str]:
+    """Call IDs of the ``function_call_output`` items in the request that produced turn N."""
+    body = operation.turns.get(index=turn_index).request_body
+    return [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"]

@@ -1,0 +1,91 @@
+"""factory-boy factories for engine rows that tests need in a given state."""
+
+from __future__ import annotations
+
+import datetime
+
+import factory
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+
+from approvals.models import ApprovalRequest
+from toolcalls.models import ModelTurn, Operation, Tenant, ToolCall
+
+
+class UserFactory(factory.django.DjangoModelFactory[User]):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("pw")
+
+
+class TenantFactory(factory.django.DjangoModelFactory[Tenant]):
+    class Meta:
+        model = Tenant
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"tenant{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.title())
+
+
+class OperationFactory(factory.django.DjangoModelFactory[Operation]):
+    class Meta:
+        model = Operation
+
+    tenant = factory.SubFactory(TenantFactory)
+    requested_by = factory.SubFactory(UserFactory)
+    subject_ref = "cus_1001"
+    family = "openai_responses"
+    model = "gpt-test"
+    input_text = "Refund my order."
+    tool_names = factory.LazyFunction(lambda: ["get_order", "create_refund_draft", "submit_refund"])
+
+
+class ModelTurnFactory(factory.django.DjangoModelFactory[ModelTurn]):
+    class Meta:
+        model = ModelTurn
+
+    operation = factory.SubFactory(OperationFactory)
+    index = factory.Sequence(int)
+    response_id = factory.Sequence(lambda n: f"resp_{n}")
+    outcome = "TOOL_PROPOSALS"
+    request_body = factory.LazyFunction(dict)
+    provider = "openai"
+    family = "openai_responses"
+    model = "gpt-test"
+    adapter_revision = "test"
+    transport = "replay"
+
+
+class ToolCallFactory(factory.django.DjangoModelFactory[ToolCall]):
+    class Meta:
+        model = ToolCall
+
+    turn = factory.SubFactory(ModelTurnFactory)
+    operation = factory.SelfAttribute("turn.operation")
+    position = 0
+    response_id = factory.SelfAttribute("turn.response_id")
+    call_id = factory.Sequence(lambda n: f"call_{n}")
+    tool_name = "get_order"
+    arguments = factory.LazyFunction(lambda: {"order_id": "ORD-1001"})
+
+
+class ApprovalRequestFactory(factory.django.DjangoModelFactory[ApprovalRequest]):
+    class Meta:
+        model = ApprovalRequest
+
+    call = factory.SubFactory(ToolCallFactory, tool_name="submit_refund")
+    operation = factory.SelfAttribute("call.operation")
+    tenant = factory.SelfAttribute("call.operation.tenant")
+    tool_name = "submit_refund"
+    risk = "irreversible"
+    canonical_arguments = "{}"
+    arguments_sha256 = "0" * 64
+    schema_version = "submit-refund-v1"
+    policy_revision = "refund-threshold-v1"
+    reason = "test"
+    requested_by = factory.SelfAttribute("call.operation.requested_by")
+    created_at = factory.LazyFunction(lambda: datetime.datetime.now(datetime.UTC))
+    expires_at = factory.LazyAttribute(lambda o: o.created_at + datetime.timedelta(hours=1))

@@ -1,0 +1,34 @@
+"""Canonical JSON and digests (RFC 8785, SHA-256)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from toolcalls.binding import CanonicalizationError, canonical_json, digest, request_digest
+
+
+def test_canonical_form_ignores_key_order_and_whitespace() -> None:
+    assert canonical_json({"b": 1, "a": [1.0, "é"]}) == b'{"a":[1,"\xc3\xa9"],"b":1}'
+    assert digest({"b": 1, "a": 2}) == digest({"a": 2, "b": 1})
+    assert digest({"a": 2}) == hashlib.sha256(b'{"a":2}').hexdigest()
+
+
+def test_values_json_cannot_represent_exactly_are_refused() -> None:
+    with pytest.raises(CanonicalizationError):
+        canonical_json({"amount": 2**60})
+
+
+def test_request_digest_binds_call_and_response_ids() -> None:
+    base: dict[str, Any] = {
+        "tool": "t",
+        "schema_version": "v1",
+        "arguments": {"a": 1},
+        "call_id": "c1",
+        "response_id": "r1",
+    }
+    assert request_digest(**base) != request_digest(**dict(base, call_id="c2"))
+    assert request_digest(**base) != request_digest(**dict(base, response_id="r2"))
+    assert request_digest(**base) != request_digest(**dict(base, arguments={"a": 2}))

@@ -1,0 +1,1 @@
+"""The engine: operations, turns, calls, the state machine, registry, dispatch and execution."""

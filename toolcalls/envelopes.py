@@ -1,0 +1,38 @@
+"""The model-facing result envelope: the only part of a result ever sent to the model.
+
+``{"status": "ok", "data": {...}}`` or ``{"status": "error", "error": {"code", "message"}}``.
+Codes are catalogued in ``docs/error-codes.md``; messages are written for the model and never
+carry digests, tenant references or policy revisions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+
+class ErrorCode(enum.StrEnum):
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+    NOT_AUTHORIZED = "NOT_AUTHORIZED"
+    APPROVAL_DENIED = "APPROVAL_DENIED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    APPROVAL_STALE = "APPROVAL_STALE"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    TOOL_FAILED = "TOOL_FAILED"
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+
+
+def ok(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A success envelope around the handler's ``data``."""
+    return {"status": "ok", "data": dict(data)}
+
+
+def error(code: str, message: str) -> dict[str, Any]:
+    """An error envelope; ``code`` is an :class:`ErrorCode` or a tool's own business code."""
+    return {"status": "error", "error": {"code": str(code), "message": message}}
+
+
+def is_error(model_result: Mapping[str, Any]) -> bool:
+    return model_result.get("status") == "error"

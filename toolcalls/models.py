@@ -1,0 +1,247 @@
+"""Engine data: tenants, operations, model turns, tool calls, idempotency records, audit events.
+
+Models hold data and database-level invariants only; every write goes through
+``toolcalls.services``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from providers.base import Outcome
+from toolcalls.ids import new_call_id, new_operation_id
+from toolcalls.states import CallState, OperationState
+
+
+def _state_check(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=models.Q(state__in=choices.values), name=f"{name}_state_valid"
+    )
+
+
+class Tenant(models.Model):
+    """A customer organisation. Users see only the data of tenants they are members of."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="tenants", blank=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ReplayScript(models.Model):
+    """Scripted provider replies served in order by the replay transport (docs/scenarios.md)."""
+
+    name = models.CharField(max_length=200)
+    family = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    replies = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.family})"
+
+
+class Operation(models.Model):
+    """One business task driven through the tool-calling loop, across turns and approvals."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_operation_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="operations")
+    subject_ref = models.CharField(max_length=200, help_text="Whom the operation acts for.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
+    )
+    family = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    transport = models.CharField(max_length=20, default="replay")
+    replay_script = models.ForeignKey(
+        ReplayScript, null=True, blank=True, on_delete=models.PROTECT, related_name="operations"
+    )
+    input_text = models.TextField()
+    tool_names = models.JSONField(help_text="Registry tools offered to the model.")
+    state = models.CharField(
+        max_length=20, choices=OperationState.choices, default=OperationState.PENDING
+    )
+    terminal_reason = models.CharField(max_length=500, blank=True)
+    final_text = models.TextField(blank=True)
+    conversation = models.JSONField(default=list, help_text="Provider-native items, opaque.")
+    turn_count = models.PositiveIntegerField(default=0, help_text="Model replies recorded.")
+    retry_count = models.PositiveIntegerField(default=0, help_text="Consecutive retried failures.")
+    tool_call_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    lease_token = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    audit_seq = models.PositiveIntegerField(default=0)
+    audit_head = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [_state_check("operation", OperationState)]
+        indexes = [
+            models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
+            models.Index(fields=["tenant", "-created_at"], name="operation_tenant_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class ModelTurn(models.Model):
+    """One model request and its reply (including failed attempts), in order per operation."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="turns")
+    index = models.PositiveIntegerField()
+    response_id = models.CharField(max_length=200, blank=True)
+    outcome = models.CharField(max_length=20, choices=[(o.value, o.value) for o in Outcome])
+    raw_reason = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True)
+    error_message = models.TextField(blank=True)
+    request_body = models.JSONField()
+    reply = models.JSONField(null=True, help_text="The wire reply; null if none came back.")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    provider = models.CharField(max_length=40)
+    family = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    sdk_version = models.CharField(max_length=40, blank=True)
+    adapter_revision = models.CharField(max_length=80)
+    transport = models.CharField(max_length=20)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "index"], name="turn_unique_index"),
+        ]
+        ordering = ["operation", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.operation_id}#{self.index}"
+
+
+class ToolCall(models.Model):
+    """One call the model proposed, from proposal to its one result envelope."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_call_id)
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="calls")
+    turn = models.ForeignKey(ModelTurn, on_delete=models.PROTECT, related_name="calls")
+    position = models.PositiveIntegerField(help_text="Order in the reply, from 0.")
+    response_id = models.CharField(max_length=200)
+    call_id = models.CharField(max_length=200, help_text="The provider's call ID.")
+    item_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200)
+    # null: the provider sent an object, not text (distinct from an empty argument string).
+    raw_arguments = models.TextField(null=True, blank=True)  # noqa: DJ001
+    arguments = models.JSONField(null=True, blank=True)
+    arguments_sha256 = models.CharField(max_length=64, blank=True)
+    request_sha256 = models.CharField(max_length=64, blank=True)
+    schema_version = models.CharField(max_length=80, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=20, choices=CallState.choices, default=CallState.PROPOSED)
+    attempt = models.PositiveIntegerField(default=0)
+    lease_token = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    error_code = models.CharField(max_length=60, blank=True)
+    model_result = models.JSONField(null=True, blank=True)
+    protected_audit = models.JSONField(null=True, blank=True)
+    result_sha256 = models.CharField(max_length=64, blank=True)
+    binding_sha256 = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operation", "response_id", "call_id"], name="call_unique_per_response"
+            ),
+            _state_check("call", CallState),
+        ]
+        indexes = [models.Index(fields=["state", "updated_at"], name="call_state_updated")]
+        ordering = ["operation", "turn", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.tool_name}"
+
+
+class IdempotencyRecord(models.Model):
+    """At most one effect per business intent: Stripe semantics on (tenant, tool, key)."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "IN_FLIGHT"
+        DONE = "DONE"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    tool_name = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    request_sha256 = models.CharField(max_length=64)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.IN_FLIGHT)
+    call = models.ForeignKey(ToolCall, on_delete=models.PROTECT, related_name="+")
+    model_result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "tool_name", "key"], name="idempotency_unique_key"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state__in=["IN_FLIGHT", "DONE"]),
+                name="idempotency_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}:{self.key}"
+
+
+class AppendOnlyQuerySet(models.QuerySet["AuditEvent"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise PermissionError("audit events are append-only")
+
+    def update(self, **kwargs: Any) -> int:
+        raise PermissionError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """One append-only, hash-chained entry of an operation's timeline.
+
+    ``hash`` is SHA-256 over the canonical JSON of the event's fields and ``prev_hash`` (the hash
+    of the operation's previous event), so altering or removing an event breaks the chain.
+    """
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=60)
+    call = models.ForeignKey(
+        ToolCall, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    approval_ref = models.CharField(max_length=40, blank=True)
+    actor = models.CharField(max_length=200)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    details = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "seq"], name="audit_unique_seq"),
+        ]
+        ordering = ["operation", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.operation_id}#{self.seq} {self.kind}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("audit events are append-only")

@@ -1,0 +1,151 @@
+"""The fixed tool registry: the only way from a model-proposed name to code (DESIGN.md §5).
+
+Hosts register :class:`ToolSpec` objects at import time from the modules listed in
+``settings.CALLGATE_TOOL_MODULES``. Model output never selects anything but a key of this
+registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+from django.core.exceptions import ImproperlyConfigured
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from providers.base import ToolDeclaration
+from toolcalls.policy import ApprovalPolicy, never
+
+Risk = Literal["read", "write", "irreversible"]
+RISKS: tuple[Risk, ...] = ("read", "write", "irreversible")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Trusted context a handler runs with; nothing here comes from model output.
+
+    ``tenant_ref`` is the tenant slug, ``subject_ref`` whom the operation acts for,
+    ``operation_id`` the ``op_…`` ID, ``call_id`` the provider's call ID, and
+    ``idempotency_key`` the business-intent key ("" for tools without one).
+    """
+
+    tenant_ref: str
+    subject_ref: str
+    operation_id: str
+    call_id: str
+    idempotency_key: str = ""
+
+
+class ToolError(Exception):
+    """A handler's business failure. ``code`` and ``message`` go to the model (keep them safe);
+    ``audit`` stays in protected audit data."""
+
+    def __init__(self, code: str, message: str, *, audit: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.audit = dict(audit or {})
+
+
+Handler = Callable[[ToolContext, Mapping[str, Any]], Mapping[str, Any]]
+KeyFunction = Callable[[ToolContext, Mapping[str, Any]], str]
+Precondition = Callable[[ToolContext, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """Everything the dispatcher needs to know about one tool.
+
+    - ``parameters``: JSON Schema (Draft 2020-12) of the arguments object; the top level must set
+      ``additionalProperties: false`` so unknown fields are rejected.
+    - ``risk``: ``read`` (may be retried), ``write`` or ``irreversible`` (side effects).
+    - ``timeout_ms``: per-call handler timeout in milliseconds.
+    - ``handler(ctx, arguments) -> data``: returns the JSON-serialisable result data or raises
+      :class:`ToolError`.
+    - ``idempotency_key(ctx, arguments) -> str``: the business intent; required for side effects.
+    - ``precondition(ctx, arguments)``: raises :class:`ToolError` when the call may no longer run
+      (checked again at resume after approval).
+    - ``approval``: the :class:`~toolcalls.policy.ApprovalPolicy`.
+    - ``revisions``: ``input``, ``output``, ``effect``, ``handler`` revision strings, bound into
+      every result.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    schema_version: str
+    risk: Risk
+    timeout_ms: int
+    handler: Handler
+    idempotency_key: KeyFunction | None = None
+    precondition: Precondition | None = None
+    approval: ApprovalPolicy = field(default_factory=never)
+    revisions: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(dict(self.parameters))
+
+    @property
+    def has_side_effects(self) -> bool:
+        return self.risk != "read"
+
+    def declaration(self) -> ToolDeclaration:
+        return ToolDeclaration(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
+
+
+_REGISTRY: dict[str, ToolSpec] = {}
+_REVISION_KEYS = frozenset({"input", "output", "effect", "handler"})
+
+
+def register(spec: ToolSpec) -> ToolSpec:
+    """Add ``spec`` to the registry; raises ``ImproperlyConfigured`` on a duplicate name, an
+    invalid schema, a schema that admits unknown fields, an unknown risk, a side-effecting tool
+    without an idempotency key function, or missing revision strings."""
+    problems = _problems(spec)
+    if problems:
+        raise ImproperlyConfigured(f"tool {spec.name!r}: " + "; ".join(problems))
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _problems(spec: ToolSpec) -> list[str]:
+    problems = []
+    if spec.name in _REGISTRY:
+        problems.append("already registered")
+    try:
+        Draft202012Validator.check_schema(dict(spec.parameters))
+    except SchemaError as exc:
+        problems.append(f"invalid JSON Schema: {exc.message}")
+    params = spec.parameters
+    if params.get("type") != "object" or params.get("additionalProperties") is not False:
+        problems.append("parameters must be an object schema with additionalProperties: false")
+    if spec.risk not in RISKS:
+        problems.append(f"risk must be one of {RISKS}")
+    if spec.has_side_effects and spec.idempotency_key is None:
+        problems.append("side-effecting tools need an idempotency_key function")
+    if set(spec.revisions) != _REVISION_KEYS:
+        problems.append(f"revisions must name exactly {sorted(_REVISION_KEYS)}")
+    if spec.timeout_ms <= 0:
+        problems.append("timeout_ms must be positive")
+    return problems
+
+
+def get(name: str) -> ToolSpec | None:
+    """The spec registered under ``name``, or ``None`` (the caller answers ``UNKNOWN_TOOL``)."""
+    return _REGISTRY.get(name)
+
+
+def names() -> list[str]:
+    """Every registered tool name, sorted."""
+    return sorted(_REGISTRY)
+
+
+def declarations(tool_names: Iterable[str]) -> list[ToolDeclaration]:
+    """Declarations of the registered tools among ``tool_names``, in the given order."""
+    return [spec.declaration() for name in tool_names if (spec := _REGISTRY.get(name))]

@@ -1,0 +1,26 @@
+"""Wake-ups for workers, sent only after the transaction that made the work visible commits.
+
+The database is the source of truth: a lost message delays work, it never loses it.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+
+def enqueue_turn(*, operation_pk: int, countdown_s: float | None = None) -> None:
+    """Run ``toolcalls.run_turn`` for the operation after commit (optionally delayed, seconds)."""
+    from toolcalls import tasks
+
+    transaction.on_commit(
+        lambda: tasks.run_turn.apply_async(args=[operation_pk], countdown=countdown_s)
+    )
+
+
+def enqueue_execute(*, call_pk: int, countdown_s: float | None = None) -> None:
+    """Run ``toolcalls.execute_call`` for the call after commit."""
+    from toolcalls import tasks
+
+    transaction.on_commit(
+        lambda: tasks.execute_call.apply_async(args=[call_pk], countdown=countdown_s)
+    )

@@ -1,0 +1,300 @@
+"""One model turn: claim → request → record (DESIGN.md §3, seeds 000 "Per-turn algorithm").
+
+The claim (short transaction) fences the operation with a lease token and builds the request
+body; the model request runs outside any transaction; the record (short transaction) refuses a
+stale lease, stores the turn and moves the operation by the reply's normalized outcome.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from providers.base import Outcome, ParsedReply, WireReply
+from providers.errors import TransportError
+from providers.families import get_adapter
+from providers.transports import ModelTransport, ReplayTransport
+from toolcalls import registry
+from toolcalls.models import ModelTurn, Operation
+from toolcalls.services.audit import audit_record
+from toolcalls.services.dispatch import call_set_dispatch
+from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.results import BindingMismatch, call_set_results
+from toolcalls.services.transitions import operation_transition
+from toolcalls.states import OperationState
+
+ACTOR = "engine"
+_CLAIMABLE = (OperationState.PENDING, OperationState.MODEL_REQUESTED, OperationState.RESULTS_READY)
+
+
+@dataclass(frozen=True)
+class TurnClaim:
+    operation_pk: int
+    lease_token: str
+    family: str
+    model: str
+    sequence: int
+    request_body: dict[str, Any]
+    transport: ModelTransport
+
+
+def turn_run(*, operation_pk: int) -> None:
+    """Advance the operation by one model request if it is waiting for one; otherwise a no-op
+    (duplicate deliveries and wake-ups for finished work are harmless)."""
+    claim = _claim(operation_pk)
+    if claim is None:
+        return
+    started = time.monotonic()
+    reply, parsed = _request(claim)
+    latency_ms = int((time.monotonic() - started) * 1000)
+    close_old_connections()
+    _record(claim, reply, parsed, latency_ms)
+
+
+def _transport(operation: Operation) -> ModelTransport:
+    adapter = get_adapter(operation.family)
+    replies = operation.replay_script.replies if operation.replay_script else []
+    return ReplayTransport(adapter=adapter, replies=replies)
+
+
+def _claim(operation_pk: int) -> TurnClaim | None:
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        operation = (
+            Operation.objects.select_for_update(of=("self",))
+            .select_related("tenant", "replay_script")
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            .filter(pk=operation_pk, state__in=_CLAIMABLE)
+            .first()
+        )
+        if operation is None:
+            return None  # finished, parked, or another worker holds the lease
+        if operation.turn_count >= settings.CALLGATE_MAX_TURNS:
+            operation_transition(
+                operation=operation,
+                to_state=OperationState.ESCALATED,
+                actor=ACTOR,
+                reason=f"MAX_TURNS: {operation.turn_count} model turns reached the limit of "
+                f"{settings.CALLGATE_MAX_TURNS}",
+            )
+            return None
+        adapter = get_adapter(operation.family)
+        if operation.state == OperationState.RESULTS_READY:
+            try:
+                results = call_set_results(operation=operation)
+            except BindingMismatch as exc:
+                operation_transition(
+                    operation=operation,
+                    to_state=OperationState.FAILED,
+                    actor=ACTOR,
+                    reason=f"BINDING_MISMATCH: {exc}",
+                    details={"call": exc.call.public_id, "fields": exc.fields},
+                )
+                return None
+            operation.conversation = adapter.append_results(
+                conversation=operation.conversation, results=results
+            )
+        if operation.state != OperationState.MODEL_REQUESTED:
+            operation_transition(
+                operation=operation,
+                to_state=OperationState.MODEL_REQUESTED,
+                actor=ACTOR,
+                details={"turn": operation.turn_count},
+                update_fields=["conversation"],
+            )
+        operation.lease_token = secrets.token_hex(16)
+        operation.lease_expires_at = now + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
+        operation.save(update_fields=["lease_token", "lease_expires_at", "updated_at"])
+        body = adapter.build_request(
+            model=operation.model,
+            conversation=operation.conversation,
+            tools=registry.declarations(operation.tool_names),
+        )
+        return TurnClaim(
+            operation_pk=operation.pk,
+            lease_token=operation.lease_token,
+            family=operation.family,
+            model=operation.model,
+            sequence=operation.turn_count,
+            request_body=body,
+            transport=_transport(operation),
+        )
+
+
+def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
+    """The model request; runs outside any transaction and holds no lock."""
+    try:
+        reply = claim.transport.send(request=claim.request_body, sequence=claim.sequence)
+    except TransportError as exc:
+        failure = ParsedReply(
+            outcome=Outcome.API_FAILURE,
+            raw_reason=exc.code,
+            response_id=None,
+            text=None,
+            retryable=exc.retryable,
+            error_message=str(exc),
+        )
+        return None, failure
+    return reply, get_adapter(claim.family).parse_reply(reply)
+
+
+def _record(
+    claim: TurnClaim, reply: WireReply | None, parsed: ParsedReply, latency_ms: int
+) -> None:
+    with transaction.atomic(durable=True):
+        operation = (
+            Operation.objects.select_for_update()
+            .select_related("tenant")
+            .get(pk=claim.operation_pk)
+        )
+        if (
+            operation.lease_token != claim.lease_token
+            or operation.state != OperationState.MODEL_REQUESTED
+        ):
+            audit_record(
+                operation=operation,
+                kind="turn.stale_reply_refused",
+                actor=ACTOR,
+                details={"sequence": claim.sequence, "outcome": parsed.outcome.value},
+            )
+            return
+        turn = _store_turn(operation, claim, reply, parsed, latency_ms)
+        _advance(operation, turn, parsed)
+
+
+def _store_turn(
+    operation: Operation,
+    claim: TurnClaim,
+    reply: WireReply | None,
+    parsed: ParsedReply,
+    latency_ms: int,
+) -> ModelTurn:
+    adapter = get_adapter(claim.family)
+    usage = parsed.usage
+    turn = ModelTurn.objects.create(
+        operation=operation,
+        index=claim.sequence,
+        response_id=parsed.response_id or "",
+        outcome=parsed.outcome.value,
+        raw_reason=parsed.raw_reason or "",
+        text=parsed.text or "",
+        error_message=parsed.error_message or "",
+        request_body=claim.request_body,
+        reply=reply.as_dict() if reply else None,
+        input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+        provider=adapter.provider,
+        family=adapter.family,
+        model=claim.model,
+        adapter_revision=adapter.revision,
+        transport=claim.transport.name,
+        latency_ms=latency_ms,
+    )
+    operation.turn_count += 1
+    operation.input_tokens += turn.input_tokens
+    operation.output_tokens += turn.output_tokens
+    operation.lease_token = ""
+    operation.lease_expires_at = None
+    return turn
+
+
+_COUNTERS = ["turn_count", "input_tokens", "output_tokens", "lease_token", "lease_expires_at"]
+
+
+def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None:
+    """Move the operation by the reply's outcome. Only FINAL_TEXT completes."""
+    details = {
+        "turn": turn.index,
+        "outcome": parsed.outcome.value,
+        "raw_reason": parsed.raw_reason,
+        "response_id": parsed.response_id,
+    }
+    fields = [*_COUNTERS]
+    if parsed.outcome is not Outcome.API_FAILURE and operation.retry_count:
+        operation.retry_count = 0
+        fields.append("retry_count")
+
+    def move(to_state: str, reason: str = "", **extra: Any) -> None:
+        operation_transition(
+            operation=operation,
+            to_state=to_state,
+            actor=ACTOR,
+            reason=reason,
+            details={**details, **extra},
+            update_fields=fields,
+        )
+
+    outcome = parsed.outcome
+    if outcome is Outcome.FINAL_TEXT:
+        operation.final_text = parsed.text or ""
+        fields.append("final_text")
+        move(OperationState.COMPLETED)
+    elif outcome is Outcome.REFUSAL:
+        operation.final_text = parsed.text or ""
+        fields.append("final_text")
+        move(OperationState.REFUSED, f"REFUSAL: the model declined ({parsed.raw_reason})")
+    elif outcome is Outcome.TRUNCATED:
+        move(OperationState.INCOMPLETE, f"TRUNCATED: the reply was cut off ({parsed.raw_reason})")
+    elif outcome is Outcome.MALFORMED:
+        move(OperationState.FAILED, f"MALFORMED_REPLY: {parsed.error_message or parsed.raw_reason}")
+    elif outcome is Outcome.PAUSED:
+        operation.conversation = get_adapter(operation.family).append_reply(
+            conversation=operation.conversation, reply=parsed
+        )
+        fields.append("conversation")
+        move(OperationState.MODEL_REQUESTED)
+        enqueue_turn(operation_pk=operation.pk)
+    elif outcome is Outcome.API_FAILURE:
+        _api_failure(operation, parsed, move, fields)
+    else:
+        _proposals(operation, turn, parsed, move, fields)
+
+
+def _api_failure(operation: Operation, parsed: ParsedReply, move: Any, fields: list[str]) -> None:
+    message = f"API_FAILURE {parsed.raw_reason}: {parsed.error_message or ''}".strip()
+    if not parsed.retryable or operation.retry_count >= settings.CALLGATE_MODEL_MAX_RETRIES:
+        spent = " (retries spent)" if parsed.retryable else ""
+        move(OperationState.FAILED, message + spent)
+        return
+    operation.retry_count += 1
+    fields.append("retry_count")
+    delay_s = retry_delay_s(attempt=operation.retry_count, retry_after_s=parsed.retry_after_s)
+    move(OperationState.MODEL_REQUESTED, retry=operation.retry_count, delay_s=delay_s)
+    enqueue_turn(operation_pk=operation.pk, countdown_s=delay_s)
+
+
+def retry_delay_s(*, attempt: int, retry_after_s: float | None) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): the provider's ``retry_after_s`` when
+    given, else exponential backoff from ``CALLGATE_RETRY_BASE_MS`` capped at
+    ``CALLGATE_RETRY_CAP_MS``, with 25 % jitter downwards (as the official SDKs do)."""
+    if retry_after_s is not None:
+        return retry_after_s
+    base = settings.CALLGATE_RETRY_BASE_MS * 2 ** (attempt - 1)
+    capped = min(base, settings.CALLGATE_RETRY_CAP_MS) / 1000
+    return capped * random.uniform(0.75, 1.0)
+
+
+def _proposals(
+    operation: Operation, turn: ModelTurn, parsed: ParsedReply, move: Any, fields: list[str]
+) -> None:
+    call_ids = [call.call_id for call in parsed.calls]
+    if len(set(call_ids)) != len(call_ids):
+        # Results are matched to calls by ID; a reply that repeats an ID cannot be answered
+        # unambiguously, so nothing in it may run.
+        move(OperationState.FAILED, "MALFORMED_REPLY: the reply repeats a call ID")
+        return
+    operation.conversation = get_adapter(operation.family).append_reply(
+        conversation=operation.conversation, reply=parsed
+    )
+    fields.append("conversation")
+    move(OperationState.VALIDATING, calls=len(parsed.calls))
+    call_set_dispatch(operation=operation, turn=turn, calls=parsed.calls)

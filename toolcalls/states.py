@@ -1,0 +1,139 @@
+"""State enums and the explicit allowed-transition tables (DESIGN.md §3).
+
+A transition not listed here is refused by ``toolcalls.services.transitions``; nothing else in
+the code base writes a ``state`` field.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class OperationState(models.TextChoices):
+    PENDING = "PENDING"
+    MODEL_REQUESTED = "MODEL_REQUESTED"
+    VALIDATING = "VALIDATING"
+    EXECUTING = "EXECUTING"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    RESULTS_READY = "RESULTS_READY"
+    ESCALATED = "ESCALATED"
+    COMPLETED = "COMPLETED"
+    REFUSED = "REFUSED"
+    INCOMPLETE = "INCOMPLETE"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    CANCELLED = "CANCELLED"
+
+
+class CallState(models.TextChoices):
+    PROPOSED = "PROPOSED"
+    REJECTED = "REJECTED"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    APPROVED = "APPROVED"
+    DENIED = "DENIED"
+    EXPIRED = "EXPIRED"
+    EXECUTING = "EXECUTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    UNKNOWN_OUTCOME = "UNKNOWN_OUTCOME"
+    SUPPRESSED = "SUPPRESSED"
+
+
+class ApprovalState(models.TextChoices):
+    PENDING = "PENDING"
+    APPROVED = "APPROVED"
+    DENIED = "DENIED"
+    EXPIRED = "EXPIRED"
+
+
+Op = OperationState
+_NON_TERMINAL = (
+    Op.PENDING,
+    Op.MODEL_REQUESTED,
+    Op.VALIDATING,
+    Op.EXECUTING,
+    Op.WAITING_APPROVAL,
+    Op.RESULTS_READY,
+    Op.ESCALATED,
+)
+
+# Every non-terminal state may be cancelled; every state the loop runs in may escalate when a
+# guard trips or fail on an internal invariant (binding mismatch, malformed reply).
+OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    Op.PENDING: frozenset({Op.MODEL_REQUESTED, Op.CANCELLED}),
+    Op.MODEL_REQUESTED: frozenset(
+        {
+            Op.COMPLETED,
+            Op.VALIDATING,
+            Op.REFUSED,
+            Op.INCOMPLETE,
+            Op.MODEL_REQUESTED,  # paused turn, or a retryable API failure after backoff
+            Op.FAILED,
+            Op.ESCALATED,
+            Op.CANCELLED,
+        }
+    ),
+    Op.VALIDATING: frozenset(
+        {Op.EXECUTING, Op.WAITING_APPROVAL, Op.RESULTS_READY, Op.ESCALATED, Op.CANCELLED}
+    ),
+    Op.EXECUTING: frozenset(
+        {Op.RESULTS_READY, Op.WAITING_APPROVAL, Op.ESCALATED, Op.FAILED, Op.CANCELLED}
+    ),
+    Op.WAITING_APPROVAL: frozenset(
+        {Op.EXECUTING, Op.RESULTS_READY, Op.ESCALATED, Op.FAILED, Op.CANCELLED}
+    ),
+    Op.RESULTS_READY: frozenset({Op.MODEL_REQUESTED, Op.FAILED, Op.ESCALATED, Op.CANCELLED}),
+    Op.ESCALATED: frozenset({Op.RESULTS_READY, Op.MODEL_REQUESTED, Op.STOPPED, Op.CANCELLED}),
+    Op.COMPLETED: frozenset(),
+    Op.REFUSED: frozenset(),
+    Op.INCOMPLETE: frozenset(),
+    Op.FAILED: frozenset(),
+    Op.STOPPED: frozenset(),
+    Op.CANCELLED: frozenset(),
+}
+
+OPERATION_TERMINAL = frozenset(s for s, targets in OPERATION_TRANSITIONS.items() if not targets)
+OPERATION_ACTIVE = frozenset(_NON_TERMINAL)
+
+C = CallState
+CALL_TRANSITIONS: dict[str, frozenset[str]] = {
+    C.PROPOSED: frozenset({C.REJECTED, C.WAITING_APPROVAL, C.EXECUTING, C.SUPPRESSED}),
+    C.WAITING_APPROVAL: frozenset({C.APPROVED, C.DENIED, C.EXPIRED}),
+    # Resume revalidates an approved call; a failed check rejects it without running it.
+    C.APPROVED: frozenset({C.EXECUTING, C.REJECTED, C.SUPPRESSED}),
+    C.EXECUTING: frozenset({C.SUCCEEDED, C.FAILED, C.UNKNOWN_OUTCOME}),
+    C.UNKNOWN_OUTCOME: frozenset({C.SUCCEEDED, C.FAILED}),
+    C.REJECTED: frozenset(),
+    C.DENIED: frozenset(),
+    C.EXPIRED: frozenset(),
+    C.SUCCEEDED: frozenset(),
+    C.FAILED: frozenset(),
+    C.SUPPRESSED: frozenset(),
+}
+
+#: Call states that carry the call's one result envelope.
+CALL_FINISHED = frozenset(s for s, targets in CALL_TRANSITIONS.items() if not targets)
+
+A = ApprovalState
+APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
+    A.PENDING: frozenset({A.APPROVED, A.DENIED, A.EXPIRED}),
+    A.APPROVED: frozenset(),
+    A.DENIED: frozenset(),
+    A.EXPIRED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    """A transition not in its table. ``kind``: ``operation``, ``call`` or ``approval``."""
+
+    def __init__(self, kind: str, from_state: str, to_state: str) -> None:
+        super().__init__(f"illegal {kind} transition {from_state} -> {to_state}")
+        self.kind = kind
+        self.from_state = from_state
+        self.to_state = to_state
+
+
+def check_transition(table: dict[str, frozenset[str]], kind: str, from_state: str, to: str) -> None:
+    """Raise :class:`IllegalTransition` unless ``from_state -> to`` is in ``table``."""
+    if to not in table.get(from_state, frozenset()):
+        raise IllegalTransition(kind, from_state, to)

@@ -1,0 +1,17 @@
+"""Thin Celery tasks: take IDs, call a service, return."""
+
+from celery import shared_task
+
+from toolcalls.services import execution, turns
+
+
+@shared_task(name="toolcalls.run_turn")
+def run_turn(operation_pk: int) -> None:
+    """Advance one operation by one model request (``turns.turn_run``)."""
+    turns.turn_run(operation_pk=operation_pk)
+
+
+@shared_task(name="toolcalls.execute_call")
+def execute_call(call_pk: int) -> None:
+    """Execute one claimed-to-be-runnable call (``execution.call_execute``)."""
+    execution.call_execute(call_pk=call_pk)
