@@ -1,0 +1,134 @@
+"""The headless demo commands: run_scenario and demo_refund."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.conftest import REPO
+from toolcalls.demo.scenario import BUNDLED_DIR, bundled_path
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
+
+
+def _run(*args: str) -> list[str]:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def test_run_scenario_prints_transitions_and_a_json_summary() -> None:
+    path = bundled_path(family="openai_responses", name="refund_approve")
+    lines = _run("run_scenario", str(path), "--approve", "--json")
+    summary = json.loads(lines[-1])
+    assert lines[-2].startswith("final state: COMPLETED")
+    assert summary["state"] == "COMPLETED" and summary["terminal_reason"] is None
+    assert summary["turns"] == 4
+    assert [(c["tool"], c["state"]) for c in summary["calls"]] == [
+        ("get_order", "SUCCEEDED"),
+        ("create_refund_draft", "SUCCEEDED"),
+        ("submit_refund", "SUCCEEDED"),
+    ]
+    assert summary["calls"][2]["model_result"]["data"]["refund_id"] == "RF-RD-ORD-1001-1"
+    assert [r["amount_cents"] for r in summary["ledger_refunds"]] == [4999]
+    transition_lines = [line for line in lines if "call.transition" in line]
+    assert any(
+        "PROPOSED -> WAITING_APPROVAL" in line
+        and "tool=submit_refund" in line
+        and "call_id=call_Xz4Jm7Vb2Lq9Ws1Ce8Tn6Rko" in line
+        and "args_sha256=" in line
+        for line in transition_lines
+    )
+    assert any("APPROVED -> EXECUTING" in line and "attempt=1" in line for line in transition_lines)
+
+
+def test_run_scenario_without_a_decision_stops_when_parked() -> None:
+    path = bundled_path(family="openai_responses", name="refund_approve")
+    summary = json.loads(_run("run_scenario", str(path), "--json")[-1])
+    assert summary["state"] == "WAITING_APPROVAL"
+    assert summary["ledger_refunds"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [("max_tokens", "INCOMPLETE"), ("unknown_tool", "COMPLETED"), ("refusal", "REFUSED")],
+)
+def test_bundled_failure_branches(name: str, state: str) -> None:
+    path = bundled_path(family="openai_responses", name=name)
+    assert (
+        json.loads(_run("run_scenario", str(path), "--json", "--expect", state)[-1])["state"]
+        == state
+    )
+
+
+def test_every_bundled_scenario_is_valid() -> None:
+    from toolcalls.demo.scenario import scenario_read
+
+    files = sorted(BUNDLED_DIR.rglob("*.json"))
+    assert len(files) >= 5
+    for path in files:
+        scenario_read(path)
+
+
+def test_bad_scenario_files_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no such file"):
+        _run("run_scenario", str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.json"
+    scenario = {
+        "family": "openai_responses",
+        "model": "m",
+        "input": "x",
+        "replies": [{"kind": "response"}],
+    }
+    bad.write_text(json.dumps(scenario))
+    with pytest.raises(CommandError, match="replies/0: 'http_status' is a required property"):
+        _run("run_scenario", str(bad))
+    bad.write_text("{not json")
+    with pytest.raises(CommandError, match="not readable JSON"):
+        _run("run_scenario", str(bad))
+
+
+def test_expect_mismatch_fails_the_command() -> None:
+    path = bundled_path(family="openai_responses", name="refusal")
+    with pytest.raises(CommandError, match="expected COMPLETED, got REFUSED"):
+        _run("run_scenario", str(path), "--expect", "COMPLETED")
+
+
+def test_demo_refund_deny_completes_with_an_explanation() -> None:
+    lines = _run("demo_refund", "--deny")
+    assert lines[-1].startswith("final state: COMPLETED")
+    assert any("WAITING_APPROVAL -> DENIED" in line for line in lines)
+
+
+def test_demo_refund_runs_on_the_embedded_defaults(tmp_path: Path) -> None:
+    """A fresh SQLite database and in-process tasks, exactly as on a laptop."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "CELERY_BROKER_URL": "",
+    }
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert manage("migrate", "-v0").returncode == 0
+    result = manage("demo_refund", "--approve")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("final state: COMPLETED")
+    assert "model: Your refund of $49.99" in lines[-2]

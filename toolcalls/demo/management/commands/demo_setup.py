@@ -1,0 +1,32 @@
+"""``manage.py demo_setup [--start]``: seed the demo and optionally park one refund for review."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from toolcalls.demo.runner import RunOptions, scenario_run
+from toolcalls.demo.scenario import bundled_path
+from toolcalls.demo.services import demo_seed
+
+
+class Command(BaseCommand):
+    help = "Create the demo tenant, users and orders; with --start, run one refund to its approval."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--start", action="store_true", help="start the refund scenario and park it"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        seed = demo_seed()
+        self.stdout.write(f"Demo tenant: {seed.tenant.slug}. Users (dev passwords):")
+        for username, password in seed.passwords.items():
+            self.stdout.write(f"  {username:<10} {password}")
+        if options["start"]:
+            path = bundled_path(family="openai_responses", name="refund_approve")
+            operation = scenario_run(path=path, options=RunOptions(), out=lambda _line: None)
+            approval = operation.approvals.filter(state="PENDING").first()
+            self.stdout.write(
+                f"Refund operation {operation.public_id} is {operation.state}"
+                + (f"; approval {approval.public_id} waits for an operator." if approval else ".")
+            )

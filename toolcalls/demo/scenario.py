@@ -1,0 +1,81 @@
+"""Scenario files: a user's request plus the model's replies in wire format (docs/scenarios.md).
+
+A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each written like a case in
+``shared/fixtures/``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
+``events``). Loading validates the shape and stores the replies as a ``ReplayScript``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from providers.families import ADAPTERS
+from toolcalls.models import ReplayScript
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["family", "model", "input", "replies"],
+    "properties": {
+        "description": {"type": "string"},
+        "family": {"type": "string", "enum": sorted(ADAPTERS)},
+        "model": {"type": "string", "minLength": 1},
+        "input": {"type": "string", "minLength": 1},
+        "replies": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["kind", "http_status"],
+                "properties": {
+                    "kind": {"enum": ["response", "stream", "http_error"]},
+                    "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": {},
+                    "events": {
+                        "type": "array",
+                        "items": {"type": "object", "required": ["event", "data"]},
+                    },
+                },
+                "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
+            },
+        },
+    },
+}
+_VALIDATOR = Draft202012Validator(SCHEMA)
+
+
+class ScenarioError(ValueError):
+    """The file is missing, not JSON, or not a valid scenario; the message says where."""
+
+
+def scenario_read(path: Path) -> dict[str, Any]:
+    """Parse and validate a scenario file; raises :class:`ScenarioError`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(f"{path}: not readable JSON ({exc})") from None
+    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise ScenarioError(f"{path}: {where}: {errors[0].message}")
+    return data
+
+
+def scenario_store(*, name: str, scenario: dict[str, Any]) -> ReplayScript:
+    """Save the scenario's replies as a :class:`ReplayScript` for the replay transport."""
+    return ReplayScript.objects.create(
+        name=name, family=scenario["family"], model=scenario["model"], replies=scenario["replies"]
+    )
+
+
+def bundled_path(*, family: str, name: str) -> Path:
+    """Path of a bundled scenario (``toolcalls/demo/scenarios/<family>/<name>.json``)."""
+    return BUNDLED_DIR / family / f"{name}.json"

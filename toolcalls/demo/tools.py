@@ -1,0 +1,205 @@
+"""The demo refund tools, registered on import (``CALLGATE_TOOL_MODULES``).
+
+``get_order`` (read) → ``create_refund_draft`` (write) → ``submit_refund`` (irreversible,
+approval above ``CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS``). Amounts are in cents. Every
+lookup is scoped to the operation's tenant and subject (the customer), never to model input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
+from toolcalls.policy import above_threshold
+from toolcalls.registry import ToolContext, ToolError, ToolSpec, register
+
+REFUND_REASONS = ["damaged_item", "wrong_item", "not_delivered", "returned", "other"]
+
+
+def _order(ctx: ToolContext, order_id: str, *, lock: bool = False) -> Order:
+    orders = Order.objects.select_for_update() if lock else Order.objects
+    order = orders.filter(
+        tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref, order_id=order_id
+    ).first()
+    if order is None:
+        raise ToolError("ORDER_NOT_FOUND", f"No order {order_id} for this customer.")
+    return order
+
+
+def get_order(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    order = _order(ctx, args["order_id"])
+    return {
+        "order_id": order.order_id,
+        "description": order.description,
+        "total_cents": order.total_cents,
+        "refunded_cents": order.refunded_cents,
+        "refundable_cents": order.refundable_cents,
+        "currency": order.currency,
+    }
+
+
+def create_refund_draft(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    with transaction.atomic():
+        order = _order(ctx, args["order_id"], lock=True)
+        if args["amount_cents"] > order.refundable_cents:
+            raise ToolError(
+                "REFUND_EXCEEDS_REMAINING",
+                f"Only {order.refundable_cents} cents of {order.order_id} can still be refunded.",
+            )
+        number = order.drafts.count() + 1
+        draft = RefundDraft.objects.create(
+            draft_id=f"RD-{order.order_id}-{number}",
+            order=order,
+            amount_cents=args["amount_cents"],
+            reason=args["reason"],
+        )
+    return {
+        "draft_id": draft.draft_id,
+        "order_id": order.order_id,
+        "amount_cents": draft.amount_cents,
+        "reason": draft.reason,
+        "status": draft.status,
+    }
+
+
+def _open_draft(ctx: ToolContext, args: Mapping[str, Any], *, lock: bool) -> RefundDraft:
+    order = _order(ctx, args["order_id"], lock=lock)
+    draft = order.drafts.filter(draft_id=args["draft_id"]).first()
+    if draft is None or draft.amount_cents != args["amount_cents"]:
+        raise ToolError(
+            "DRAFT_MISMATCH", "That draft does not exist for this order with this amount."
+        )
+    return draft
+
+
+def refund_precondition(ctx: ToolContext, args: Mapping[str, Any]) -> None:
+    """Checked again at resume: the draft still matches and the order can still cover it.
+
+    A draft already submitted passes: the same intent then gets the stored result through its
+    idempotency key instead of a second refund.
+    """
+    draft = _open_draft(ctx, args, lock=False)
+    if (
+        draft.status == RefundDraft.Status.OPEN
+        and draft.amount_cents > draft.order.refundable_cents
+    ):
+        raise ToolError(
+            "REFUND_EXCEEDS_REMAINING",
+            f"Only {draft.order.refundable_cents} cents can still be refunded on this order.",
+        )
+
+
+def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    with transaction.atomic():
+        draft = _open_draft(ctx, args, lock=True)
+        order = draft.order
+        if draft.status != RefundDraft.Status.OPEN:
+            raise ToolError("DRAFT_ALREADY_SUBMITTED", f"{draft.draft_id} was already submitted.")
+        if draft.amount_cents > order.refundable_cents:
+            raise ToolError(
+                "REFUND_EXCEEDS_REMAINING",
+                f"Only {order.refundable_cents} cents can still be refunded on this order.",
+            )
+        entry = LedgerEntry.objects.create(
+            refund_id=f"RF-{draft.draft_id}",
+            order=order,
+            draft=draft,
+            amount_cents=draft.amount_cents,
+            idempotency_key=ctx.idempotency_key,
+            operation_ref=ctx.operation_id,
+            call_ref=ctx.call_id,
+        )
+        order.refunded_cents += draft.amount_cents
+        order.save(update_fields=["refunded_cents"])
+        draft.status = RefundDraft.Status.SUBMITTED
+        draft.save(update_fields=["status"])
+    return {
+        "refund_id": entry.refund_id,
+        "order_id": order.order_id,
+        "amount_cents": entry.amount_cents,
+        "status": "submitted",
+        "refundable_cents": order.refundable_cents,
+    }
+
+
+def _threshold() -> int:
+    return settings.CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS
+
+
+_REVISIONS = {"input": "v1", "output": "v1", "effect": "v1", "handler": "v1"}
+
+register(
+    ToolSpec(
+        name="get_order",
+        description="Look up one order of the signed-in customer by its order number.",
+        parameters={
+            "type": "object",
+            "properties": {"order_id": {"type": "string", "pattern": "^ORD-[0-9]{3,10}$"}},
+            "required": ["order_id"],
+            "additionalProperties": False,
+        },
+        schema_version="get-order-v1",
+        risk="read",
+        timeout_ms=500,
+        handler=get_order,
+        revisions=_REVISIONS,
+    )
+)
+
+register(
+    ToolSpec(
+        name="create_refund_draft",
+        description="Prepare (but do not pay) a refund for part or all of an order, in cents.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^ORD-[0-9]{3,10}$"},
+                "amount_cents": {"type": "integer", "minimum": 1},
+                "reason": {"type": "string", "enum": REFUND_REASONS},
+            },
+            "required": ["order_id", "amount_cents", "reason"],
+            "additionalProperties": False,
+        },
+        schema_version="create-refund-draft-v1",
+        risk="write",
+        timeout_ms=1000,
+        handler=create_refund_draft,
+        idempotency_key=lambda ctx, a: (
+            f"draft:{ctx.tenant_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
+        ),
+        revisions=_REVISIONS,
+    )
+)
+
+register(
+    ToolSpec(
+        name="submit_refund",
+        description="Pay out a prepared refund draft. Irreversible.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^ORD-[0-9]{3,10}$"},
+                "draft_id": {"type": "string", "minLength": 1, "maxLength": 60},
+                "amount_cents": {"type": "integer", "minimum": 1},
+            },
+            "required": ["order_id", "draft_id", "amount_cents"],
+            "additionalProperties": False,
+        },
+        schema_version="submit-refund-v1",
+        risk="irreversible",
+        timeout_ms=2000,
+        handler=submit_refund,
+        idempotency_key=lambda ctx, a: (
+            f"refund:{ctx.tenant_ref}:{a['order_id']}:{a['amount_cents']}:{a['draft_id']}"
+        ),
+        precondition=refund_precondition,
+        approval=above_threshold(
+            field="amount_cents", threshold=_threshold, unit="cents", revision="refund-threshold-v1"
+        ),
+        revisions=_REVISIONS,
+    )
+)
