@@ -1,0 +1,10 @@
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("<str:public_id>/", views.detail, name="detail"),
+    path("<str:public_id>/<str:decision>/", views.decide, name="decide"),
+]
