@@ -89,7 +89,7 @@ STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 # enqueued them (the embedded demo). With Redis, the database stays the source of truth and the
 # broker only carries wake-ups, so losing a message delays work but never loses it.
 CELERY_TASK_ALWAYS_EAGER = not env("CELERY_BROKER_URL", default="")
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://"
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
