@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
 
 from tests.conftest import REPO
 
@@ -43,3 +52,58 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
     )
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
+
+
+@pytest.mark.django_db
+def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        **PRODUCTION_ENV,
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "STATIC_ROOT": str(tmp_path / "static"),
+    }
+    collect = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v0"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert collect.returncode == 0, collect.stderr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    headers = {"Host": "callgate.example.com", "X-Forwarded-Proto": "https"}
+    try:
+        login = _get_when_up(f"http://127.0.0.1:{port}/login/", headers)
+        assert login.status == 200 and b"Log in" in login.read()
+        plain = urllib.request.Request(
+            f"http://127.0.0.1:{port}/login/", headers={"Host": headers["Host"]}
+        )
+        with pytest.raises(urllib.error.HTTPError, match="301"):
+            urllib.request.build_opener(_NoRedirect).open(plain)
+        css = urllib.request.urlopen(
+            urllib.request.Request(f"http://127.0.0.1:{port}/static/callgate.css", headers=headers)
+        )
+        assert css.status == 200 and b"--accent" in css.read()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _get_when_up(url: str, headers: dict[str, str]) -> Any:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return urllib.request.urlopen(urllib.request.Request(url, headers=headers))
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
