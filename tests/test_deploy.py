@@ -71,8 +71,9 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    gunicorn = [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", "1"]
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        [*gunicorn, "--bind", f"127.0.0.1:{port}"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     headers = {"Host": "callgate.example.com", "X-Forwarded-Proto": "https"}
