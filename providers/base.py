@@ -130,13 +130,38 @@ class ToolDeclaration:
 class ToolResultMessage:
     """The model-facing result of one call: ``model_result`` only, never protected audit data.
 
-    ``is_error`` marks an error envelope (Anthropic sends it as ``is_error``).
+    ``is_error`` marks an error envelope (Anthropic sends it as ``is_error``). ``synthesized``
+    says the call ID was made up by the adapter, so it must not be sent as if the provider had
+    issued it (Gemini results then match by name and order).
     """
 
     call_id: str
     name: str
     model_result: Mapping[str, Any]
     is_error: bool
+    synthesized: bool = False
+
+
+#: Default byte limit (UTF-8) on the argument text of one streamed call: 1 MiB.
+DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
+
+
+class StreamAssembler(Protocol):
+    """Assembles one streamed reply, event by event.
+
+    Calls are handed over only from ``finish()``, and only when the family's completion marker
+    arrived; a stream that ends without it is TRUNCATED, never "closed with a brace".
+    """
+
+    def feed(self, event: Mapping[str, Any]) -> str | None:
+        """Consume one SSE event (``{"event": name | None, "data": parsed JSON}``). Returns a
+        progress note (the name of a tool the model started to call) or ``None``. Never raises
+        for malformed events."""
+        ...
+
+    def finish(self) -> ParsedReply:
+        """Classify everything fed so far."""
+        ...
 
 
 class ProviderAdapter(Protocol):
@@ -160,8 +185,17 @@ class ProviderAdapter(Protocol):
         """Return the JSON request body for the next model request."""
         ...
 
-    def parse_reply(self, reply: WireReply) -> ParsedReply:
-        """Classify ``reply`` and extract text, calls, usage and continuation items."""
+    def parse_reply(
+        self, reply: WireReply, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    ) -> ParsedReply:
+        """Classify ``reply`` and extract text, calls, usage and continuation items.
+
+        Total: never raises, whatever the payload; unreadable payloads are MALFORMED.
+        """
+        ...
+
+    def stream_assembler(self, *, max_argument_bytes: int) -> StreamAssembler:
+        """A fresh assembler for one streamed reply of this family."""
         ...
 
     def append_reply(self, *, conversation: Sequence[Any], reply: ParsedReply) -> list[Any]:
@@ -174,9 +208,11 @@ class ProviderAdapter(Protocol):
         """Return ``conversation`` plus one result per call, shaped as the provider wants."""
         ...
 
-    def pairing_error(
+    def request_error(
         self, *, request: Mapping[str, Any], previous: ParsedReply
     ) -> WireReply | None:
-        """The provider's HTTP 400 when ``request`` does not carry exactly one result per call of
-        ``previous``; ``None`` when the pairing is right. Used by the replay transport."""
+        """The provider's own HTTP 400 when ``request`` breaks the provider's rules for continuing
+        from ``previous`` (every call answered exactly once and nothing extra, results placed
+        and shaped as required, continuation items sent back); ``None`` when it is acceptable.
+        Used by the replay transport and the local replay server."""
         ...

@@ -14,8 +14,7 @@ from tests.providers.conformance import check, load_cases, read_case
 from tests.replies import call, response
 
 ADAPTER = OpenAIResponsesAdapter()
-# Streamed replies are assembled by the streaming layer, which lands with the other families.
-CASES = [p for p in load_cases(FIXTURES, "openai_responses") if read_case(p)["kind"] != "stream"]
+CASES = load_cases(FIXTURES, "openai_responses")
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
@@ -120,7 +119,7 @@ def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
         "call_SnPGuLkjGo8CMFnLdHz5ppmJ": {"status": "ok", "data": {"n": 2}},
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.pairing_error(request=request, previous=parsed) is None
+    assert ADAPTER.request_error(request=request, previous=parsed) is None
 
 
 def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> str | None:
@@ -131,7 +130,7 @@ def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> s
         {"type": "function_call", "call_id": c, "name": "x", "arguments": "{}"} for c in extra_calls
     ]
     items += [{"type": "function_call_output", "call_id": c, "output": "{}"} for c in outputs]
-    problem = ADAPTER.pairing_error(request={"input": items}, previous=parsed)
+    problem = ADAPTER.request_error(request={"input": items}, previous=parsed)
     if problem is None:
         return None
     assert problem.http_status == 400
@@ -139,7 +138,7 @@ def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> s
     return problem.body["error"]["message"]
 
 
-def test_pairing_errors_use_the_providers_400_texts() -> None:
+def test_request_errors_use_the_providers_400_texts() -> None:
     assert _pairing_message(["call_a", "call_b"]) is None
     assert _pairing_message(["call_a"]) == "No tool output found for function call call_b."
     assert _pairing_message(["call_a", "call_b", "call_z"]) == (
@@ -148,3 +147,135 @@ def test_pairing_errors_use_the_providers_400_texts() -> None:
     assert _pairing_message(["call_a", "call_b", "call_b"]) == (
         "Duplicate function_call_output for call_id call_b."
     )
+
+
+def _stream_case() -> dict:
+    return read_case(
+        FIXTURES / "providers" / "openai_responses" / "stream_reasoning_then_call.json"
+    )
+
+
+def test_stream_reports_progress_and_hands_calls_over_only_at_completion() -> None:
+    case = _stream_case()
+    assembler = ADAPTER.stream_assembler(max_argument_bytes=1024)
+    notes = [assembler.feed(event) for event in case["events"][:-1]]
+    assert [n for n in notes if n] == ["create_refund_draft"]
+    cut = assembler.finish()
+    assert (cut.outcome, cut.calls) == (Outcome.TRUNCATED, ())  # no terminal event yet
+    assembler.feed(case["events"][-1])
+    assert assembler.finish().outcome is Outcome.TOOL_PROPOSALS
+
+
+def test_streamed_arguments_over_the_byte_limit_become_an_argument_error() -> None:
+    reply = WireReply.from_case(_stream_case())
+    parsed = ADAPTER.parse_reply(reply, max_argument_bytes=20)
+    assert parsed.outcome is Outcome.TOOL_PROPOSALS
+    assert parsed.calls[0].arguments is None and parsed.calls[0].arguments_error
+
+
+def test_interleaved_argument_deltas_are_kept_apart() -> None:
+    def event(kind: str, **data: object) -> dict:
+        return {"event": kind, "data": {"type": kind, **data}}
+
+    events = [
+        event("response.created", response={"id": "resp_x", "status": "in_progress", "output": []}),
+        event(
+            "response.output_item.added",
+            output_index=0,
+            item={
+                "id": "fc_a",
+                "type": "function_call",
+                "call_id": "call_a",
+                "name": "get_order",
+                "arguments": "",
+            },
+        ),
+        event(
+            "response.output_item.added",
+            output_index=1,
+            item={
+                "id": "fc_b",
+                "type": "function_call",
+                "call_id": "call_b",
+                "name": "get_order",
+                "arguments": "",
+            },
+        ),
+        event(
+            "response.function_call_arguments.delta",
+            item_id="fc_a",
+            output_index=0,
+            delta='{"order_id":',
+        ),
+        event(
+            "response.function_call_arguments.delta",
+            item_id="fc_b",
+            output_index=1,
+            delta='{"order_id":"ORD-2"}',
+        ),
+        event(
+            "response.function_call_arguments.delta",
+            item_id="fc_a",
+            output_index=0,
+            delta='"ORD-1"}',
+        ),
+        event(
+            "response.output_item.done",
+            output_index=0,
+            item={
+                "id": "fc_a",
+                "type": "function_call",
+                "call_id": "call_a",
+                "arguments": '{"order_id":"ORD-1"}',
+            },
+        ),
+        event(
+            "response.output_item.done",
+            output_index=1,
+            item={
+                "id": "fc_b",
+                "type": "function_call",
+                "call_id": "call_b",
+                "arguments": '{"order_id":"ORD-2"}',
+            },
+        ),
+        event("response.completed", response={"id": "resp_x", "status": "completed", "output": []}),
+    ]
+    parsed = ADAPTER.parse_reply(WireReply(kind="stream", http_status=200, events=events))
+    assert [(c.call_id, c.name, c.arguments) for c in parsed.calls] == [
+        ("call_a", "get_order", {"order_id": "ORD-1"}),
+        ("call_b", "get_order", {"order_id": "ORD-2"}),
+    ]
+
+
+def test_stream_error_event_is_an_api_failure() -> None:
+    events = [
+        {
+            "event": "error",
+            "data": {"type": "error", "code": "server_error", "message": "boom", "param": None},
+        }
+    ]
+    parsed = ADAPTER.parse_reply(WireReply(kind="stream", http_status=200, events=events))
+    assert (parsed.outcome, parsed.raw_reason, parsed.retryable) == (
+        Outcome.API_FAILURE,
+        "server_error",
+        True,
+    )
+
+
+def test_function_call_replayed_without_its_reasoning_item_is_refused() -> None:
+    case = read_case(
+        FIXTURES / "providers" / "openai_responses" / "single_call_with_reasoning.json"
+    )
+    parsed = ADAPTER.parse_reply(WireReply.from_case(case))
+    output = case["body"]["output"]
+    call_id = parsed.calls[0].call_id
+    answer = {"type": "function_call_output", "call_id": call_id, "output": "{}"}
+    without = {"input": [output[1], answer]}
+    problem = ADAPTER.request_error(request=without, previous=parsed)
+    assert problem is not None
+    assert problem.body["error"]["message"] == (
+        f"Item '{output[1]['id']}' of type 'function_call' was provided without its required "
+        f"'reasoning' item: '{output[0]['id']}'."
+    )
+    assert ADAPTER.request_error(request={"input": [*output, answer]}, previous=parsed) is None

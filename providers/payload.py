@@ -1,0 +1,40 @@
+"""Defensive reads of provider JSON: adapters are total functions over any payload.
+
+Each helper returns an empty value of the expected type when the payload holds something else,
+so a hostile or mutated reply is classified (usually MALFORMED), never a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+EMPTY: Mapping[str, Any] = {}
+
+
+def obj(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else ``{}``."""
+    return value if isinstance(value, Mapping) else EMPTY
+
+
+def items(value: Any) -> list[Mapping[str, Any]]:
+    """The JSON objects of ``value`` if it is a JSON array, else ``[]``."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [item for item in value if isinstance(item, Mapping)]
+    return []
+
+
+def text(value: Any) -> str | None:
+    """``value`` if it is a string, else ``None``."""
+    return value if isinstance(value, str) else None
+
+
+def count(value: Any) -> int:
+    """A token count: non-negative integers as they are, anything else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def joined(pieces: Sequence[str]) -> str | None:
+    """Concatenated text, or ``None`` when there is none."""
+    result = "".join(pieces)
+    return result or None
