@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from providers.anthropic_messages import AnthropicMessagesAdapter
 from providers.base import ProviderAdapter
+from providers.gemini_generate import GeminiGenerateAdapter
+from providers.gemini_interactions import GeminiInteractionsAdapter
+from providers.openai_chat import OpenAIChatAdapter
 from providers.openai_responses import OpenAIResponsesAdapter
 
 ADAPTERS: dict[str, ProviderAdapter] = {
-    adapter.family: adapter for adapter in (OpenAIResponsesAdapter(),)
+    adapter.family: adapter
+    for adapter in (
+        OpenAIResponsesAdapter(),
+        OpenAIChatAdapter(),
+        AnthropicMessagesAdapter(),
+        GeminiGenerateAdapter(),
+        GeminiInteractionsAdapter(),
+    )
 }
 
 
