@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 
 from config.celery import app as celery_app
+from tests.live_server import ReplayServer
 
 REPO = Path(__file__).resolve().parents[1]
 #: Provider fixtures live outside the repository (``../shared/fixtures``); never copied in.
@@ -51,8 +52,28 @@ def demo(db):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
-    """A real ``celery worker`` process on the test database and the test Redis database."""
+def replay_server() -> Iterator[ReplayServer]:
+    """The local provider endpoints (all families) the live SDK transport talks to."""
+    server = ReplayServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def provider_settings(server: ReplayServer) -> dict[str, dict[str, str]]:
+    """``CALLGATE_PROVIDERS`` pointing every provider at ``server``."""
+    return {
+        provider: {"api_key": f"test-{provider}-key", "base_url": server.base_url(provider)}
+        for provider in ("openai", "anthropic", "google")
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker(
+    django_db_setup, django_db_blocker, replay_server
+) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
+    """A real ``celery worker`` process on the test database and the test Redis database, with
+    the live transport pointed at :func:`replay_server`."""
     with django_db_blocker.unblock():
         db = connection.settings_dict
     broker = settings.CELERY_BROKER_URL
@@ -64,6 +85,11 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),
         "TEST_CELERY_BROKER_URL": broker,
+        **{
+            f"CALLGATE_{provider.upper()}_{key.upper()}": value
+            for provider, config in provider_settings(replay_server).items()
+            for key, value in config.items()
+        },
     }
     log_path = REPO / "var" / "test-worker.log"
     log_path.parent.mkdir(exist_ok=True)

@@ -58,7 +58,13 @@ class Operation(models.Model):
     )
     family = models.CharField(max_length=40)
     model = models.CharField(max_length=100)
-    transport = models.CharField(max_length=20, default="replay")
+
+    class Transport(models.TextChoices):
+        REPLAY = "replay", "scripted replies"
+        LIVE = "live", "provider API through its official SDK"
+
+    transport = models.CharField(max_length=20, choices=Transport.choices, default=Transport.REPLAY)
+    stream = models.BooleanField(default=False, help_text="Live transport: stream the replies.")
     replay_script = models.ForeignKey(
         ReplayScript, null=True, blank=True, on_delete=models.PROTECT, related_name="operations"
     )
@@ -135,6 +141,9 @@ class ToolCall(models.Model):
     position = models.PositiveIntegerField(help_text="Order in the reply, from 0.")
     response_id = models.CharField(max_length=200)
     call_id = models.CharField(max_length=200, help_text="The provider's call ID.")
+    call_id_synthesized = models.BooleanField(
+        default=False, help_text="The provider sent no call ID; the adapter derived this one."
+    )
     item_id = models.CharField(max_length=200, blank=True)
     tool_name = models.CharField(max_length=200)
     # null: the provider sent an object, not text (distinct from an empty argument string).

@@ -117,6 +117,19 @@ CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
 CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
 # Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
 CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
+# Live transport: each provider's API key and base URL (empty: the SDK's default endpoint).
+CALLGATE_PROVIDERS = {
+    provider: {
+        "api_key": env(f"CALLGATE_{provider.upper()}_API_KEY", default=""),
+        "base_url": env(f"CALLGATE_{provider.upper()}_BASE_URL", default="") or None,
+    }
+    for provider in ("openai", "anthropic", "google")
+}
+# Live transport: stream replies unless an operation says otherwise; seconds per model request.
+CALLGATE_LIVE_STREAMING = env.bool("CALLGATE_LIVE_STREAMING", default=False)
+CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
+# Byte limit (UTF-8) on the streamed argument text of one call.
+CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
 # Demo: refunds above this amount (cents) need an operator's approval.
 CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
     "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500

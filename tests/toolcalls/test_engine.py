@@ -19,6 +19,7 @@ from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import IdempotencyRecord, ModelTurn, Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolSpec
 from toolcalls.services import turns
+from toolcalls.services.transports import transport_for
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -221,12 +222,13 @@ def test_a_stale_worker_cannot_record_its_reply(demo) -> None:
     Operation.objects.filter(pk=fresh.pk).update(state=S.MODEL_REQUESTED, lease_token="other")
     claim = turns.TurnClaim(
         operation_pk=fresh.pk,
+        operation_id=fresh.public_id,
         lease_token="mine",
         family="openai_responses",
         model="m",
         sequence=0,
         request_body={},
-        transport=turns._transport(fresh),
+        transport=transport_for(fresh),
     )
     reply, parsed = turns._request(claim)
     turns._record(claim, reply, parsed, 1)

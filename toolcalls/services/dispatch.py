@@ -37,6 +37,7 @@ def call_set_dispatch(
                 position=position,
                 response_id=turn.response_id,
                 call_id=proposed.call_id,
+                call_id_synthesized=proposed.synthesized,
                 item_id=proposed.item_id or "",
                 tool_name=proposed.name,
                 raw_arguments=proposed.raw_arguments,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -12,6 +13,7 @@ from toolcalls import registry
 from toolcalls.models import Operation, ReplayScript, Tenant
 from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.transports import live_settings
 from toolcalls.states import OperationState
 
 
@@ -33,11 +35,16 @@ def operation_start(
     input_text: str,
     tool_names: Sequence[str] | None = None,
     replay_script: ReplayScript | None = None,
+    transport: str = Operation.Transport.REPLAY,
+    stream: bool | None = None,
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit.
 
-    ``tool_names`` (default: every registered tool) must all be registered. Raises
-    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``no_transport``).
+    ``tool_names`` (default: every registered tool) must all be registered. ``transport`` is
+    ``replay`` (needs ``replay_script``) or ``live`` (the family's provider needs an API key in
+    ``CALLGATE_PROVIDERS``); ``stream`` defaults to ``CALLGATE_LIVE_STREAMING``. Raises
+    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``no_script``,
+    ``no_credentials``, ``unknown_transport``).
     """
     try:
         adapter = get_adapter(family)
@@ -47,10 +54,13 @@ def operation_start(
     unknown = [name for name in names if registry.get(name) is None]
     if unknown:
         raise OperationError("unknown_tool", f"not registered: {', '.join(unknown)}")
-    if replay_script is None:
-        raise OperationError(
-            "no_transport", "a replay script is required: replay is the only transport"
-        )
+    if transport not in Operation.Transport.values:
+        known = ", ".join(Operation.Transport.values)
+        raise OperationError("unknown_transport", f"transport must be one of: {known}")
+    if transport == Operation.Transport.REPLAY and replay_script is None:
+        raise OperationError("no_script", "the replay transport needs a replay script")
+    if transport == Operation.Transport.LIVE and live_settings(adapter.provider) is None:
+        raise OperationError("no_credentials", f"no API key configured for {adapter.provider}")
     with transaction.atomic(durable=True):
         operation = Operation.objects.create(
             tenant=tenant,
@@ -58,7 +68,8 @@ def operation_start(
             subject_ref=subject_ref,
             family=family,
             model=model,
-            transport="replay",
+            transport=transport,
+            stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
             replay_script=replay_script,
             input_text=input_text,
             tool_names=names,
@@ -69,7 +80,7 @@ def operation_start(
             kind="operation.created",
             actor=f"user:{requested_by.get_username()}",
             to_state=OperationState.PENDING,
-            details={"family": family, "model": model, "tools": names},
+            details={"family": family, "model": model, "tools": names, "transport": transport},
         )
         enqueue_turn(operation_pk=operation.pk)
     return operation

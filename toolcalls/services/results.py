@@ -168,6 +168,7 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
                 name=call.tool_name,
                 model_result=call.model_result,
                 is_error=is_error(call.model_result),
+                synthesized=call.call_id_synthesized,
             )
         )
     return results

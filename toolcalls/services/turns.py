@@ -7,9 +7,11 @@ stale lease, stores the turn and moves the operation by the reply's normalized o
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -22,7 +24,7 @@ from django.utils import timezone
 from providers.base import Outcome, ParsedReply, WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
-from providers.transports import ModelTransport, ReplayTransport
+from providers.transports import ModelTransport, OnEvent
 from toolcalls import registry
 from toolcalls.models import ModelTurn, Operation
 from toolcalls.services.audit import audit_record
@@ -30,15 +32,18 @@ from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
+from toolcalls.services.transports import transport_for
 from toolcalls.states import OperationState
 
 ACTOR = "engine"
+log = logging.getLogger("callgate.progress")
 _CLAIMABLE = (OperationState.PENDING, OperationState.MODEL_REQUESTED, OperationState.RESULTS_READY)
 
 
 @dataclass(frozen=True)
 class TurnClaim:
     operation_pk: int
+    operation_id: str
     lease_token: str
     family: str
     model: str
@@ -58,12 +63,6 @@ def turn_run(*, operation_pk: int) -> None:
     latency_ms = int((time.monotonic() - started) * 1000)
     close_old_connections()
     _record(claim, reply, parsed, latency_ms)
-
-
-def _transport(operation: Operation) -> ModelTransport:
-    adapter = get_adapter(operation.family)
-    replies = operation.replay_script.replies if operation.replay_script else []
-    return ReplayTransport(adapter=adapter, replies=replies)
 
 
 def _claim(operation_pk: int) -> TurnClaim | None:
@@ -111,6 +110,16 @@ def _claim(operation_pk: int) -> TurnClaim | None:
                 details={"turn": operation.turn_count},
                 update_fields=["conversation"],
             )
+        try:
+            transport = transport_for(operation)
+        except LookupError as exc:
+            operation_transition(
+                operation=operation,
+                to_state=OperationState.FAILED,
+                actor=ACTOR,
+                reason=f"NO_CREDENTIALS: {exc}",
+            )
+            return None
         operation.lease_token = secrets.token_hex(16)
         operation.lease_expires_at = now + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
         operation.save(update_fields=["lease_token", "lease_expires_at", "updated_at"])
@@ -121,19 +130,25 @@ def _claim(operation_pk: int) -> TurnClaim | None:
         )
         return TurnClaim(
             operation_pk=operation.pk,
+            operation_id=operation.public_id,
             lease_token=operation.lease_token,
             family=operation.family,
             model=operation.model,
             sequence=operation.turn_count,
             request_body=body,
-            transport=_transport(operation),
+            transport=transport,
         )
 
 
 def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
     """The model request; runs outside any transaction and holds no lock."""
     try:
-        reply = claim.transport.send(request=claim.request_body, sequence=claim.sequence)
+        reply = claim.transport.send(
+            request=claim.request_body,
+            sequence=claim.sequence,
+            model=claim.model,
+            on_event=_progress(claim),
+        )
     except TransportError as exc:
         failure = ParsedReply(
             outcome=Outcome.API_FAILURE,
@@ -144,7 +159,21 @@ def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
             error_message=str(exc),
         )
         return None, failure
-    return reply, get_adapter(claim.family).parse_reply(reply)
+    adapter = get_adapter(claim.family)
+    return reply, adapter.parse_reply(reply, max_argument_bytes=settings.CALLGATE_STREAM_MAX_BYTES)
+
+
+def _progress(claim: TurnClaim) -> OnEvent:
+    """Log "preparing to call X" as a streamed call starts; nothing runs before the done event."""
+    adapter = get_adapter(claim.family)
+    assembler = adapter.stream_assembler(max_argument_bytes=settings.CALLGATE_STREAM_MAX_BYTES)
+
+    def on_event(event: Mapping[str, Any]) -> None:
+        tool = assembler.feed(event)
+        if tool:
+            log.info("progress operation_id=%s preparing to call %s", claim.operation_id, tool)
+
+    return on_event
 
 
 def _record(
@@ -197,6 +226,7 @@ def _store_turn(
         model=claim.model,
         adapter_revision=adapter.revision,
         transport=claim.transport.name,
+        sdk_version=claim.transport.sdk_version,
         latency_ms=latency_ms,
     )
     operation.turn_count += 1
