@@ -20,7 +20,7 @@ def decode_arguments(raw: str | None) -> tuple[dict[str, Any] | None, bool]:
         return {}, False
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return None, True
     if not isinstance(value, dict):
         return None, True

@@ -7,6 +7,7 @@ Sources: ``shared/fixtures/README.md`` ("Retrying") and the official SDKs' ``_sh
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,20 +59,25 @@ def code_is_retryable(code: str | None) -> bool:
 _GOOGLE_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
+def _seconds(text: str, scale: float = 1.0) -> float | None:
+    try:
+        value = float(text) / scale
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def retry_after_seconds(headers: Mapping[str, str], body: Any = None) -> float | None:
     """Delay in seconds the provider asked for: ``retry-after-ms`` (ms), then ``retry-after``
     (seconds), then a Google ``google.rpc.RetryInfo`` ``retryDelay`` in the body; else ``None``.
-    A delay written only in the message text does not count."""
-    if "retry-after-ms" in headers:
-        try:
-            return float(headers["retry-after-ms"]) / 1000
-        except ValueError:
-            pass
-    if "retry-after" in headers:
-        try:
-            return float(headers["retry-after"])
-        except ValueError:
-            pass
+    A delay written only in the message text, negative or not finite does not count."""
+    if (
+        "retry-after-ms" in headers
+        and (delay := _seconds(headers["retry-after-ms"], 1000)) is not None
+    ):
+        return delay
+    if "retry-after" in headers and (delay := _seconds(headers["retry-after"])) is not None:
+        return delay
     error = body.get("error") if isinstance(body, Mapping) else None
     details = error.get("details") if isinstance(error, Mapping) else None
     for detail in details if isinstance(details, list) else []:

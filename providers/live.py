@@ -11,14 +11,14 @@ engine retries with its own bounded backoff. SDK entry points: wire notes §7.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
 from providers import sse
-from providers.base import WireReply
+from providers.base import ToolResultMessage, WireReply
 from providers.errors import TransportError
 from providers.transports import ModelTransport, OnEvent
 
@@ -40,7 +40,7 @@ def _headers(headers: Any) -> dict[str, str]:
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 
@@ -72,6 +72,7 @@ class _StainlessTransport:
         sequence: int,
         model: str,
         on_event: OnEvent | None = None,
+        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         try:
             if self._stream:
@@ -188,6 +189,7 @@ class GoogleTransport:
         sequence: int,
         model: str,
         on_event: OnEvent | None = None,
+        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         body = dict(request)
         if self._family == "gemini_interactions" and self._stream:

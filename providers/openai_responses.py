@@ -209,6 +209,14 @@ def _parse_response(body: Mapping[str, Any]) -> ParsedReply:
     calls = [item for item in output if item.get("type") == "function_call"]
     if any(is_cut_off(text(item.get("arguments"))) for item in calls):
         return ParsedReply(outcome=Outcome.TRUNCATED, raw_reason=status, **common)
+    if any(not text(item.get("call_id")) or not text(item.get("name")) for item in calls):
+        # A result can only be returned to a call_id, and only a name can select a tool.
+        return ParsedReply(
+            outcome=Outcome.MALFORMED,
+            raw_reason=status,
+            error_message=f"{REVISION}: a function_call without a call_id or a name",
+            **common,
+        )
     if calls:
         proposed = tuple(_proposed_call(item) for item in calls)
         return ParsedReply(

@@ -29,9 +29,14 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: Larger "token counts" are not counts; they would not fit a turn's 32-bit column either.
+MAX_COUNT = 2**31 - 1
+
+
 def count(value: Any) -> int:
-    """A token count: non-negative integers as they are, anything else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count: integers from 0 to :data:`MAX_COUNT` as they are, anything else 0."""
+    valid = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+    return value if valid else 0
 
 
 def joined(pieces: Sequence[str]) -> str | None:

@@ -39,7 +39,7 @@ def decode(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 def _value(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from providers.base import Outcome, ProviderAdapter, WireReply
+from providers.base import Outcome, ProviderAdapter, ToolResultMessage, WireReply
 from providers.errors import TransportError
 
 #: Called with each streamed event as it arrives, for progress reporting only.
@@ -31,19 +31,26 @@ class ModelTransport(Protocol):
         sequence: int,
         model: str,
         on_event: OnEvent | None = None,
+        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         """Send ``request`` (the adapter's JSON body) for ``model`` as the operation's
-        ``sequence``-th request (0-based; replies already recorded)."""
+        ``sequence``-th request (0-based; replies already recorded). ``results`` are the tool
+        results the request carries (a scripted model may branch on them; providers read the
+        body)."""
         ...
 
 
 class ReplayTransport:
     """Replays a scenario's ``replies`` (fixture-format mappings) one per request.
 
-    Before serving reply *n* it checks that the request carries exactly one result for every
-    call of the last non-failure reply before *n*, and answers a wrong pairing with that
-    provider's own HTTP 400 (from ``adapter.request_error``). A request past the last reply
-    raises ``TransportError(code="scenario_exhausted")``.
+    A reply may instead be ``{"after_results": {"ok": case, "error": case}}``: the scripted model
+    then answers with ``error`` when any result it was just sent is an error envelope (a denied
+    approval, a failed tool) and with ``ok`` otherwise.
+
+    Before serving reply *n* it checks the request against the last non-failure reply before
+    *n* (any variant of it) with ``adapter.request_error`` and answers a request that breaks
+    the provider's rules with that provider's own HTTP 400. A request past the last reply raises
+    ``TransportError(code="scenario_exhausted")``.
     """
 
     name = "replay"
@@ -60,6 +67,7 @@ class ReplayTransport:
         sequence: int,
         model: str = "",
         on_event: OnEvent | None = None,
+        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         if sequence >= len(self._replies):
             raise TransportError(
@@ -69,12 +77,26 @@ class ReplayTransport:
                 retryable=False,
             )
         problem = self._pairing_problem(request, sequence)
-        return problem or WireReply.from_case(self._replies[sequence])
+        if problem:
+            return problem
+        variants = _variants(self._replies[sequence])
+        branch = "error" if any(result.is_error for result in results) else "ok"
+        return WireReply.from_case(variants.get(branch) or next(iter(variants.values())))
 
     def _pairing_problem(self, request: Mapping[str, Any], sequence: int) -> WireReply | None:
         for earlier in reversed(self._replies[:sequence]):
-            previous = self._adapter.parse_reply(WireReply.from_case(earlier))
-            if previous.outcome is Outcome.API_FAILURE:
+            previous = [
+                self._adapter.parse_reply(WireReply.from_case(case))
+                for case in _variants(earlier).values()
+            ]
+            if all(reply.outcome is Outcome.API_FAILURE for reply in previous):
                 continue
-            return self._adapter.request_error(request=request, previous=previous)
+            problems = [self._adapter.request_error(request=request, previous=p) for p in previous]
+            return None if None in problems else problems[0]
         return None
+
+
+def _variants(reply: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The cases a scripted reply may answer with: itself, or its ``after_results`` branches."""
+    branches = reply.get("after_results")
+    return dict(branches) if isinstance(branches, Mapping) else {"ok": reply}

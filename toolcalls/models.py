@@ -104,9 +104,10 @@ class ModelTurn(models.Model):
 
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="turns")
     index = models.PositiveIntegerField()
-    response_id = models.CharField(max_length=200, blank=True)
+    # Provider-sent strings are text: their length is the provider's business, not a crash.
+    response_id = models.TextField(blank=True)
     outcome = models.CharField(max_length=20, choices=[(o.value, o.value) for o in Outcome])
-    raw_reason = models.CharField(max_length=200, blank=True)
+    raw_reason = models.TextField(blank=True)
     text = models.TextField(blank=True)
     error_message = models.TextField(blank=True)
     request_body = models.JSONField()
@@ -139,13 +140,13 @@ class ToolCall(models.Model):
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="calls")
     turn = models.ForeignKey(ModelTurn, on_delete=models.PROTECT, related_name="calls")
     position = models.PositiveIntegerField(help_text="Order in the reply, from 0.")
-    response_id = models.CharField(max_length=200)
-    call_id = models.CharField(max_length=200, help_text="The provider's call ID.")
+    response_id = models.TextField()
+    call_id = models.TextField(help_text="The provider's call ID.")
     call_id_synthesized = models.BooleanField(
         default=False, help_text="The provider sent no call ID; the adapter derived this one."
     )
-    item_id = models.CharField(max_length=200, blank=True)
-    tool_name = models.CharField(max_length=200)
+    item_id = models.TextField(blank=True)
+    tool_name = models.TextField(help_text="As the model wrote it; resolved through the registry.")
     # null: the provider sent an object, not text (distinct from an empty argument string).
     raw_arguments = models.TextField(null=True, blank=True)  # noqa: DJ001
     arguments = models.JSONField(null=True, blank=True)
@@ -155,6 +156,9 @@ class ToolCall(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True)
     state = models.CharField(max_length=20, choices=CallState.choices, default=CallState.PROPOSED)
     attempt = models.PositiveIntegerField(default=0)
+    key_waits = models.PositiveIntegerField(
+        default=0, help_text="Times it waited for an identical request holding its key."
+    )
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     error_code = models.CharField(max_length=60, blank=True)

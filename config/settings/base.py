@@ -115,6 +115,8 @@ CALLGATE_MAX_TURNS = env.int("CALLGATE_MAX_TURNS", default=12)
 CALLGATE_MODEL_MAX_RETRIES = env.int("CALLGATE_MODEL_MAX_RETRIES", default=3)
 CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
 CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
+# A provider asking to wait longer than this (seconds, retry-after) fails the operation instead.
+CALLGATE_RETRY_AFTER_MAX_S = env.int("CALLGATE_RETRY_AFTER_MAX_S", default=120)
 # Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
 CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
 # Live transport: each provider's API key and base URL (empty: the SDK's default endpoint).
@@ -128,6 +130,8 @@ CALLGATE_PROVIDERS = {
 # Live transport: stream replies unless an operation says otherwise; seconds per model request.
 CALLGATE_LIVE_STREAMING = env.bool("CALLGATE_LIVE_STREAMING", default=False)
 CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
+# Times (one second apart) a call waits for an identical request that holds its idempotency key.
+CALLGATE_KEY_WAITS = env.int("CALLGATE_KEY_WAITS", default=30)
 # Byte limit (UTF-8) on the streamed argument text of one call.
 CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
 # Demo: refunds above this amount (cents) need an operator's approval.

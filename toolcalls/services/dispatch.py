@@ -14,8 +14,9 @@ from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_execute
 from toolcalls.services.results import call_finish, call_set_settle
 from toolcalls.services.transitions import call_transition
-from toolcalls.services.validation import Verdict, call_check
+from toolcalls.services.validation import Verdict, arguments_normalize, call_check
 from toolcalls.states import CallState
+from toolcalls.storage import storable
 
 ACTOR = "engine"
 
@@ -29,6 +30,15 @@ def call_set_dispatch(
     leaves it in EXECUTING, WAITING_APPROVAL or RESULTS_READY via ``call_set_settle``. Executable
     calls are queued after commit; none runs inside this transaction.
     """
+    checked = []
+    for proposed in calls:
+        arguments = arguments_normalize(
+            arguments=proposed.arguments,
+            arguments_error=proposed.arguments_error,
+            raw_arguments=proposed.raw_arguments,
+        )
+        verdict = call_check(operation=operation, tool_name=proposed.name, arguments=arguments)
+        checked.append((proposed, arguments, verdict))
     rows = ToolCall.objects.bulk_create(
         [
             ToolCall(
@@ -36,26 +46,21 @@ def call_set_dispatch(
                 turn=turn,
                 position=position,
                 response_id=turn.response_id,
-                call_id=proposed.call_id,
+                call_id=storable(proposed.call_id),
                 call_id_synthesized=proposed.synthesized,
-                item_id=proposed.item_id or "",
-                tool_name=proposed.name,
-                raw_arguments=proposed.raw_arguments,
-                arguments=proposed.arguments,
+                item_id=storable(proposed.item_id or ""),
+                tool_name=storable(proposed.name),
+                raw_arguments=storable(proposed.raw_arguments),
+                arguments=arguments.value,
+                arguments_sha256=arguments.sha256,
+                schema_version=verdict.spec.schema_version if verdict.spec else "",
             )
-            for position, proposed in enumerate(calls)
+            for position, (proposed, arguments, verdict) in enumerate(checked)
         ]
     )
     operation.tool_call_count += len(rows)
     operation.save(update_fields=["tool_call_count", "updated_at"])
-    for row, proposed in zip(rows, calls, strict=True):
-        verdict = call_check(
-            operation=operation,
-            tool_name=proposed.name,
-            arguments=proposed.arguments,
-            arguments_error=proposed.arguments_error,
-        )
-        _record_verdict(row, verdict)
+    for row, (_, arguments, verdict) in zip(rows, checked, strict=True):
         audit_record(
             operation=operation,
             kind="call.proposed",
@@ -69,17 +74,11 @@ def call_set_dispatch(
                 "position": row.position,
             },
         )
-        _decide(operation, row, verdict)
+        _decide(operation, row, verdict, arguments.canonical)
     call_set_settle(operation=operation, turn_id=turn.pk, actor=ACTOR)
 
 
-def _record_verdict(call: ToolCall, verdict: Verdict) -> None:
-    call.arguments_sha256 = verdict.arguments_sha256
-    call.schema_version = verdict.spec.schema_version if verdict.spec else ""
-    call.save(update_fields=["arguments_sha256", "schema_version", "updated_at"])
-
-
-def _decide(operation: Operation, call: ToolCall, verdict: Verdict) -> None:
+def _decide(operation: Operation, call: ToolCall, verdict: Verdict, canonical: str) -> None:
     if verdict.rejected:
         call_finish(
             operation=operation,
@@ -101,7 +100,7 @@ def _decide(operation: Operation, call: ToolCall, verdict: Verdict) -> None:
             operation=operation,
             call=call,
             spec=verdict.spec,
-            canonical_arguments=verdict.canonical_arguments,
+            canonical_arguments=canonical,
             reason=verdict.approval_reason,
         )
     else:

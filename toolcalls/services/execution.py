@@ -127,14 +127,15 @@ def _reserve_key(
     otherwise the call got its result (stored or ``IDEMPOTENCY_KEY_REUSED``) or was re-queued."""
     intent = digest({"tool": spec.name, "arguments": arguments})
     lookup = {"tenant": operation.tenant, "tool_name": spec.name, "key": call.idempotency_key}
-    record = IdempotencyRecord.objects.select_for_update().filter(**lookup).first()
+    records = IdempotencyRecord.objects.select_for_update(of=("self",)).select_related("call")
+    record = records.filter(**lookup).first()
     if record is None:
         try:
             with transaction.atomic():
                 IdempotencyRecord.objects.create(**lookup, request_sha256=intent, call=call)
             return True
         except IntegrityError:  # another call reserved the key a moment ago
-            record = IdempotencyRecord.objects.select_for_update().get(**lookup)
+            record = records.get(**lookup)
     if record.request_sha256 != intent:
         _finish_early(
             operation,
@@ -147,16 +148,28 @@ def _reserve_key(
         )
     elif record.state == IdempotencyRecord.State.DONE and record.model_result is not None:
         _finish_early(operation, call, CallState.SUPPRESSED, record.model_result)
-    else:
-        # Same intent in flight elsewhere: never run it twice; look again shortly.
+    elif record.call.state == CallState.EXECUTING and call.key_waits < settings.CALLGATE_KEY_WAITS:
+        # Same intent running elsewhere right now: never run it twice; look again shortly.
+        call.key_waits += 1
+        call.save(update_fields=["idempotency_key", "key_waits", "updated_at"])
         audit_record(
             operation=operation,
             kind="call.key_in_flight",
             actor=ACTOR,
             call=call,
-            details={"idempotency_key": call.idempotency_key},
+            details={"idempotency_key": call.idempotency_key, "wait": call.key_waits},
         )
         enqueue_execute(call_pk=call.pk, countdown_s=IN_FLIGHT_RECHECK_S)
+    else:
+        # The holder's outcome is unknown (or it outlived every wait): only a human or the
+        # reconciler can tell whether the effect happened, so this call does nothing.
+        message = (
+            "An identical request is still in flight or its outcome is unknown; nothing was "
+            "done. It can be tried again once that is settled."
+        )
+        _finish_early(
+            operation, call, CallState.REJECTED, error(ErrorCode.IDEMPOTENCY_KEY_IN_FLIGHT, message)
+        )
     return False
 
 
@@ -237,10 +250,22 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
                 audit=audit,
             )
             if side_effects:
-                IdempotencyRecord.objects.filter(
-                    tenant=operation.tenant, tool_name=call.tool_name, key=call.idempotency_key
-                ).update(state=IdempotencyRecord.State.DONE, model_result=result)
+                _settle_key(operation, call, state, result)
         call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
+
+
+def _settle_key(
+    operation: Operation, call: ToolCall, state: str, result: Mapping[str, Any]
+) -> None:
+    """A success is the intent's stored result; a refusal (``ToolError``, raised before any
+    effect by contract) releases the key so a corrected request can run."""
+    record = IdempotencyRecord.objects.filter(
+        tenant=operation.tenant, tool_name=call.tool_name, key=call.idempotency_key
+    )
+    if state == CallState.SUCCEEDED:
+        record.update(state=IdempotencyRecord.State.DONE, model_result=result)
+    else:
+        record.delete()
 
 
 def _envelope(outcome: HandlerOutcome) -> tuple[str, dict[str, Any], dict[str, Any]]:

@@ -17,11 +17,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from providers.base import Outcome, ParsedReply, WireReply
+from providers.base import Outcome, ParsedReply, ToolResultMessage, WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
@@ -34,6 +34,7 @@ from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import transport_for
 from toolcalls.states import OperationState
+from toolcalls.storage import storable
 
 ACTOR = "engine"
 log = logging.getLogger("callgate.progress")
@@ -50,6 +51,7 @@ class TurnClaim:
     sequence: int
     request_body: dict[str, Any]
     transport: ModelTransport
+    results: tuple[ToolResultMessage, ...] = ()
 
 
 def turn_run(*, operation_pk: int) -> None:
@@ -62,7 +64,12 @@ def turn_run(*, operation_pk: int) -> None:
     reply, parsed = _request(claim)
     latency_ms = int((time.monotonic() - started) * 1000)
     close_old_connections()
-    _record(claim, reply, parsed, latency_ms)
+    try:
+        _record(claim, reply, parsed, latency_ms)
+    except DatabaseError as exc:
+        # The reply cannot be stored as it is (the database refused it): it is a permanent
+        # property of this reply, so the operation fails instead of retrying it forever.
+        _fail_unstorable(claim, exc)
 
 
 def _claim(operation_pk: int) -> TurnClaim | None:
@@ -87,6 +94,7 @@ def _claim(operation_pk: int) -> TurnClaim | None:
             )
             return None
         adapter = get_adapter(operation.family)
+        results: list[ToolResultMessage] = []
         if operation.state == OperationState.RESULTS_READY:
             try:
                 results = call_set_results(operation=operation)
@@ -137,6 +145,7 @@ def _claim(operation_pk: int) -> TurnClaim | None:
             sequence=operation.turn_count,
             request_body=body,
             transport=transport,
+            results=tuple(results),
         )
 
 
@@ -148,6 +157,7 @@ def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
             sequence=claim.sequence,
             model=claim.model,
             on_event=_progress(claim),
+            results=claim.results,
         )
     except TransportError as exc:
         failure = ParsedReply(
@@ -200,6 +210,22 @@ def _record(
         _advance(operation, turn, parsed)
 
 
+def _fail_unstorable(claim: TurnClaim, exc: DatabaseError) -> None:
+    close_old_connections()
+    with transaction.atomic(durable=True):
+        operation = Operation.objects.select_for_update().get(pk=claim.operation_pk)
+        if operation.lease_token != claim.lease_token:
+            return
+        operation.lease_token, operation.lease_expires_at = "", None
+        operation_transition(
+            operation=operation,
+            to_state=OperationState.FAILED,
+            actor=ACTOR,
+            reason=f"UNSTORABLE_REPLY: {type(exc).__name__}: {exc}"[:500],
+            update_fields=["lease_token", "lease_expires_at"],
+        )
+
+
 def _store_turn(
     operation: Operation,
     claim: TurnClaim,
@@ -212,13 +238,13 @@ def _store_turn(
     turn = ModelTurn.objects.create(
         operation=operation,
         index=claim.sequence,
-        response_id=parsed.response_id or "",
+        response_id=storable(parsed.response_id or ""),
         outcome=parsed.outcome.value,
-        raw_reason=parsed.raw_reason or "",
-        text=parsed.text or "",
-        error_message=parsed.error_message or "",
+        raw_reason=storable(parsed.raw_reason or ""),
+        text=storable(parsed.text or ""),
+        error_message=storable(parsed.error_message or ""),
         request_body=claim.request_body,
-        reply=reply.as_dict() if reply else None,
+        reply=storable(reply.as_dict()) if reply else None,
         input_tokens=usage.input_tokens if usage else 0,
         output_tokens=usage.output_tokens if usage else 0,
         provider=adapter.provider,
@@ -265,21 +291,20 @@ def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None
 
     outcome = parsed.outcome
     if outcome is Outcome.FINAL_TEXT:
-        operation.final_text = parsed.text or ""
+        operation.final_text = storable(parsed.text or "")
         fields.append("final_text")
         move(OperationState.COMPLETED)
     elif outcome is Outcome.REFUSAL:
-        operation.final_text = parsed.text or ""
+        operation.final_text = storable(parsed.text or "")
         fields.append("final_text")
         move(OperationState.REFUSED, f"REFUSAL: the model declined ({parsed.raw_reason})")
     elif outcome is Outcome.TRUNCATED:
         move(OperationState.INCOMPLETE, f"TRUNCATED: the reply was cut off ({parsed.raw_reason})")
     elif outcome is Outcome.MALFORMED:
-        move(OperationState.FAILED, f"MALFORMED_REPLY: {parsed.error_message or parsed.raw_reason}")
+        problem = parsed.error_message or "a reply with neither usable text nor a tool call"
+        move(OperationState.FAILED, f"MALFORMED_REPLY: {problem} ({parsed.raw_reason})")
     elif outcome is Outcome.PAUSED:
-        operation.conversation = get_adapter(operation.family).append_reply(
-            conversation=operation.conversation, reply=parsed
-        )
+        operation.conversation = _continued(operation, parsed)
         fields.append("conversation")
         move(OperationState.MODEL_REQUESTED)
         enqueue_turn(operation_pk=operation.pk)
@@ -289,8 +314,17 @@ def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None
         _proposals(operation, turn, parsed, move, fields)
 
 
+def _continued(operation: Operation, parsed: ParsedReply) -> list[Any]:
+    adapter = get_adapter(operation.family)
+    return storable(adapter.append_reply(conversation=operation.conversation, reply=parsed))
+
+
 def _api_failure(operation: Operation, parsed: ParsedReply, move: Any, fields: list[str]) -> None:
     message = f"API_FAILURE {parsed.raw_reason}: {parsed.error_message or ''}".strip()
+    wait = parsed.retry_after_s
+    if wait is not None and wait > settings.CALLGATE_RETRY_AFTER_MAX_S:
+        move(OperationState.FAILED, f"{message} (the provider asked to wait {wait:.0f} s)")
+        return
     if not parsed.retryable or operation.retry_count >= settings.CALLGATE_MODEL_MAX_RETRIES:
         spent = " (retries spent)" if parsed.retryable else ""
         move(OperationState.FAILED, message + spent)
@@ -322,9 +356,7 @@ def _proposals(
         # unambiguously, so nothing in it may run.
         move(OperationState.FAILED, "MALFORMED_REPLY: the reply repeats a call ID")
         return
-    operation.conversation = get_adapter(operation.family).append_reply(
-        conversation=operation.conversation, reply=parsed
-    )
+    operation.conversation = _continued(operation, parsed)
     fields.append("conversation")
     move(OperationState.VALIDATING, calls=len(parsed.calls))
     call_set_dispatch(operation=operation, turn=turn, calls=parsed.calls)

@@ -6,17 +6,65 @@ strict arguments → JSON Schema → authorization → approval policy. Pure rea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from toolcalls import registry
-from toolcalls.binding import CanonicalizationError, canonical_json, digest
+from toolcalls.binding import canonical_json, digest
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
+from toolcalls.storage import storable
 
 _MAX_SCHEMA_ERRORS = 5
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A call's arguments after strict normalisation.
+
+    ``value`` is the RFC 8785 canonical form decoded again (so ``30.0`` and ``30`` are the same
+    number, as in JSON), ``canonical`` its text and ``sha256`` its digest; when the arguments are
+    unusable, ``value`` is ``None`` and ``problem`` says why (a message for the model).
+    """
+
+    value: dict[str, Any] | None
+    canonical: str = ""
+    sha256: str = ""
+    problem: str = ""
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ValueError("repeated member name")
+    return dict(pairs)
+
+
+def arguments_normalize(
+    *, arguments: Mapping[str, Any] | None, arguments_error: bool, raw_arguments: str | None
+) -> Arguments:
+    """Normalise one call's arguments; never raises.
+
+    Unusable: not exactly one JSON object; a member name repeated in the raw text (RFC 8785
+    needs I-JSON); a value JSON cannot represent exactly (integers beyond ±2**53-1, non-finite
+    numbers); nesting too deep to process; a NUL or lone surrogate in any string.
+    """
+    if arguments_error or arguments is None:
+        return Arguments(None, problem="The arguments must be exactly one JSON object.")
+    try:
+        if isinstance(raw_arguments, str) and raw_arguments.strip():
+            json.loads(raw_arguments, object_pairs_hook=_reject_duplicates)
+        canonical = canonical_json(arguments).decode()
+    except (ValueError, RecursionError) as exc:  # CanonicalizationError is a ValueError
+        reason = "they repeat a member name" if "repeated member" in str(exc) else str(exc)
+        return Arguments(None, problem=f"The arguments cannot be used exactly as sent: {reason}.")
+    value = json.loads(canonical)
+    if storable(value) != value:
+        return Arguments(None, problem="The arguments contain a NUL or an unpaired surrogate.")
+    return Arguments(value, canonical=canonical, sha256=digest(value))
 
 
 @dataclass(frozen=True)
@@ -24,13 +72,10 @@ class Verdict:
     """Outcome of the chain for one call.
 
     Exactly one of: ``error_code`` set (reject with ``error_message``), ``approval_reason`` set
-    (park for a human), or neither (ready to run). ``spec`` is set whenever the name resolved;
-    ``canonical_arguments`` / ``arguments_sha256`` whenever the arguments canonicalised.
+    (park for a human), or neither (ready to run). ``spec`` is set whenever the name resolved.
     """
 
     spec: ToolSpec | None = None
-    canonical_arguments: str = ""
-    arguments_sha256: str = ""
     error_code: str = ""
     error_message: str = ""
     approval_reason: str | None = None
@@ -40,13 +85,7 @@ class Verdict:
         return bool(self.error_code)
 
 
-def call_check(
-    *,
-    operation: Operation,
-    tool_name: str,
-    arguments: Mapping[str, Any] | None,
-    arguments_error: bool,
-) -> Verdict:
+def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) -> Verdict:
     """Run the chain for one call of ``operation``. Never raises for bad model input."""
     spec = registry.get(tool_name) if tool_name in operation.tool_names else None
     if spec is None:
@@ -55,37 +94,31 @@ def call_check(
             error_message=f"There is no tool named {tool_name!r}. Available tools: "
             + ", ".join(operation.tool_names),
         )
-    if arguments_error or arguments is None:
+    if arguments.value is None:
+        return Verdict(
+            spec=spec, error_code=ErrorCode.INVALID_ARGUMENTS, error_message=arguments.problem
+        )
+    problems = _schema_problems(spec, arguments.value)
+    if problems:
         return Verdict(
             spec=spec,
-            error_code=ErrorCode.INVALID_ARGUMENTS,
-            error_message="The arguments must be exactly one JSON object.",
-        )
-    try:
-        canonical = canonical_json(arguments).decode()
-    except CanonicalizationError as exc:
-        return Verdict(
-            spec=spec, error_code=ErrorCode.INVALID_ARGUMENTS, error_message=f"Arguments: {exc}"
-        )
-    found = Verdict(spec=spec, canonical_arguments=canonical, arguments_sha256=digest(arguments))
-    problems = _schema_problems(spec, arguments)
-    if problems:
-        return replace(
-            found,
             error_code=ErrorCode.INVALID_ARGUMENTS,
             error_message="The arguments do not match the tool's schema: " + "; ".join(problems),
         )
     if not operation.tenant.is_active:
-        return replace(
-            found,
+        return Verdict(
+            spec=spec,
             error_code=ErrorCode.NOT_AUTHORIZED,
             error_message="This account may not use tools right now.",
         )
-    return replace(found, approval_reason=spec.approval.reason_for(arguments))
+    return Verdict(spec=spec, approval_reason=spec.approval.reason_for(arguments.value))
 
 
 def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
-    errors = sorted(spec.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    try:
+        errors = sorted(spec.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    except RecursionError:
+        return ["(root): nested too deeply"]
     return [
         f"{'/'.join(str(p) for p in error.path) or '(root)'}: {error.message}"
         for error in errors[:_MAX_SCHEMA_ERRORS]
