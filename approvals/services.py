@@ -24,7 +24,7 @@ from toolcalls.services.audit import audit_record
 from toolcalls.services.execution import call_execute
 from toolcalls.services.results import call_finish, call_set_settle, tool_context
 from toolcalls.services.transitions import call_transition, row_transition
-from toolcalls.services.validation import call_check
+from toolcalls.services.validation import arguments_normalize, call_check
 from toolcalls.states import APPROVAL_TRANSITIONS, ApprovalState, CallState
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
@@ -261,16 +261,14 @@ def _still_approved(
         return stale, "The approval for this call is no longer valid; it did not run."
     if approval.decided_at >= approval.expires_at:
         return ErrorCode.APPROVAL_EXPIRED, "The approval came after its expiry; it did not run."
-    verdict = call_check(
-        operation=operation,
-        tool_name=call.tool_name,
-        arguments=call.arguments,
-        arguments_error=call.arguments is None,
+    arguments = arguments_normalize(
+        arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
     )
+    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=arguments)
     if verdict.rejected:
         return verdict.error_code, verdict.error_message
     assert verdict.spec is not None
-    if verdict.arguments_sha256 != approval.arguments_sha256:
+    if arguments.sha256 != approval.arguments_sha256:
         return stale, "The arguments changed after approval was requested; it did not run."
     if verdict.spec.schema_version != approval.schema_version:
         return stale, "The tool's schema changed after approval was requested; it did not run."

@@ -66,9 +66,7 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
     if decision not in DECISIONS:
         raise Http404("Unknown decision.")
     approval = _approval(request, public_id)
-    blocker = _blocker(request, approval)
-    if blocker:
-        messages.error(request, blocker)
+    if _blocker(request, approval):  # the detail page says why
         return redirect("approvals:detail", public_id=public_id)
     form = DecisionForm(request.POST if request.method == "POST" else None, decision=decision)
     if request.method == "POST" and form.is_valid():

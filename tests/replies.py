@@ -64,3 +64,10 @@ def http_error(status: int, code: str, *, retry_after: str | None = None) -> dic
 
 def final(text: str = "All done.") -> dict[str, Any]:
     return response(message(text))
+
+
+def scripted(replies: list[dict[str, Any]], branch: str = "ok") -> list[dict[str, Any]]:
+    """A scenario's replies with every ``after_results`` reply resolved to ``branch``."""
+    return [
+        reply["after_results"][branch] if "after_results" in reply else reply for reply in replies
+    ]

@@ -87,6 +87,11 @@ def test_deny_requires_a_reason(parked) -> None:
     assert response.status_code == 302
     approval.refresh_from_db()
     assert (approval.state, approval.decision_reason) == (ApprovalState.DENIED, "Photo first.")
+    # The demo's scripted model answers the denial it was sent, not the refund it proposed.
+    parked.refresh_from_db()
+    assert parked.state == OperationState.COMPLETED
+    assert "did not approve" in parked.final_text
+    assert LedgerEntry.objects.count() == 0
 
 
 def test_requester_is_shown_why_they_cannot_decide(parked) -> None:
@@ -120,3 +125,14 @@ def test_operation_page_shows_timeline_in_order(parked, django_assert_max_num_qu
     assert len(kinds) > 10
     positions = [page.index(f"<td>{seq}</td>") for seq in range(1, len(kinds) + 1)]
     assert positions == sorted(positions)
+
+
+def test_operation_page_queries_do_not_grow_with_calls(demo, django_assert_max_num_queries) -> None:
+    from tests import replies as r
+
+    calls = [r.call(f"c{i}", "get_order", {"order_id": "ORD-1001"}) for i in range(40)]
+    operation = start(demo, [r.response(*calls), r.final()])
+    client = _client("support", "support-demo-pass")
+    with django_assert_max_num_queries(12):
+        page = client.get(reverse("operations:detail", args=[operation.public_id]))
+    assert page.status_code == 200 and page.content.decode().count("get_order") >= 40

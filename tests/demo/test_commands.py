@@ -93,6 +93,13 @@ def test_bad_scenario_files_are_clear_errors(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(CommandError, match="not readable JSON"):
         _run("run_scenario", str(bad))
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CommandError, match="not readable JSON"):
+        _run("run_scenario", str(bad))
+    reply = {"kind": "response", "http_status": 200, "body": {}}
+    bad.write_text(json.dumps({**scenario, "input": "x\u0000", "replies": [reply]}))
+    with pytest.raises(CommandError, match="holds a NUL"):
+        _run("run_scenario", str(bad))
 
 
 def test_expect_mismatch_fails_the_command() -> None:
@@ -132,3 +139,10 @@ def test_demo_refund_runs_on_the_embedded_defaults(tmp_path: Path) -> None:
     lines = result.stdout.strip().splitlines()
     assert lines[-1].startswith("final state: COMPLETED")
     assert "model: Your refund of $49.99" in lines[-2]
+
+
+def test_model_text_is_printed_safely() -> None:
+    from toolcalls.demo.runner import printable
+
+    assert printable("ok\n\tfine") == "ok\n\tfine"
+    assert printable("a\x00b\u202ec\x1b[2J") == "a\\u0000b\\u202ec\\u001b[2J"

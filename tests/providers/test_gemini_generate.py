@@ -25,6 +25,7 @@ from providers.gemini_generate import (
 from providers.streaming import OVERFLOW_MARKER
 from tests.conftest import FIXTURES, REPO
 from tests.providers.conformance import check, load_cases, read_case
+from tests.replies import scripted
 
 ADAPTER = GeminiGenerateAdapter()
 CASES = load_cases(FIXTURES, "gemini_generate")
@@ -614,7 +615,7 @@ def test_bundled_scenario_replays_with_synthesized_ids(
     seen: list[str] = []
     proposed: list[tuple[str, dict[str, Any] | None]] = []
     previous: ParsedReply | None = None
-    for reply in scenario["replies"]:
+    for reply in scripted(scenario["replies"]):
         request = ADAPTER.build_request(
             model=scenario["model"], conversation=conversation, tools=[]
         )

@@ -15,6 +15,7 @@ from providers.streaming import OVERFLOW_MARKER
 from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
+from tests.replies import scripted
 
 ADAPTER = OpenAIChatAdapter()
 CASES = load_cases(FIXTURES, "openai_chat")
@@ -691,7 +692,9 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "toolcalls" / "demo" / "scenar
 def _replies(name: str) -> list[ParsedReply]:
     scenario = json.loads((SCENARIOS / name).read_text(encoding="utf-8"))
     assert scenario["family"] == "openai_chat"
-    return [ADAPTER.parse_reply(WireReply.from_case(reply)) for reply in scenario["replies"]]
+    return [
+        ADAPTER.parse_reply(WireReply.from_case(reply)) for reply in scripted(scenario["replies"])
+    ]
 
 
 def test_streamed_scenario_reads_like_the_non_streamed_one() -> None:

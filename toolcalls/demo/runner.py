@@ -5,6 +5,7 @@ operator when asked, and summarise. Used by ``run_scenario``, ``demo_refund`` an
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,17 @@ def _decide(
     )
 
 
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control and format characters (NUL, escapes, bidi
+    overrides) written as ``\\uXXXX``; line breaks and tabs kept."""
+    return "".join(
+        f"\\u{ord(char):04x}"
+        if unicodedata.category(char) in ("Cc", "Cf") and char not in "\n\t"
+        else char
+        for char in text
+    )
+
+
 def describe(event: AuditEvent) -> str:
     """One line per audit event: sequence, kind, state change and the facts that matter
     (call ID, tool, argument digest prefix, outcome, attempt)."""
@@ -123,7 +135,7 @@ def describe(event: AuditEvent) -> str:
         "reason": details.get("reason"),
     }
     text = " ".join(f"{key}={value}" for key, value in facts.items() if value not in (None, ""))
-    return f"{event.seq:>3} {event.kind:<22} {change:<36} {text}".rstrip()
+    return printable(f"{event.seq:>3} {event.kind:<22} {change:<36} {text}".rstrip())
 
 
 def summary(operation: Operation) -> dict[str, Any]:

@@ -15,35 +15,47 @@ from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
 from toolcalls.models import ReplayScript
+from toolcalls.storage import storable
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
 
+_CASE: dict[str, Any] = {
+    "type": "object",
+    "required": ["kind", "http_status"],
+    "properties": {
+        "kind": {"enum": ["response", "stream", "http_error"]},
+        "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "body": {},
+        "events": {"type": "array", "items": {"type": "object", "required": ["event", "data"]}},
+    },
+    "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
+}
+_BRANCH: dict[str, Any] = {
+    "type": "object",
+    "required": ["after_results"],
+    "additionalProperties": False,
+    "properties": {
+        "after_results": {
+            "type": "object",
+            "required": ["ok", "error"],
+            "additionalProperties": False,
+            "properties": {"ok": _CASE, "error": _CASE},
+        }
+    },
+}
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["family", "model", "input", "replies"],
     "properties": {
         "description": {"type": "string"},
         "family": {"type": "string", "enum": sorted(ADAPTERS)},
-        "model": {"type": "string", "minLength": 1},
-        "input": {"type": "string", "minLength": 1},
+        "model": {"type": "string", "minLength": 1, "maxLength": 100},
+        "input": {"type": "string", "minLength": 1, "maxLength": 100_000},
         "replies": {
             "type": "array",
             "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["kind", "http_status"],
-                "properties": {
-                    "kind": {"enum": ["response", "stream", "http_error"]},
-                    "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "body": {},
-                    "events": {
-                        "type": "array",
-                        "items": {"type": "object", "required": ["event", "data"]},
-                    },
-                },
-                "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
-            },
+            "items": {"if": {"required": ["after_results"]}, "then": _BRANCH, "else": _CASE},
         },
     },
 }
@@ -60,12 +72,14 @@ def scenario_read(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(f"{path}: not readable JSON ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ScenarioError(f"{path}: not readable JSON ({type(exc).__name__}: {exc})") from None
     errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise ScenarioError(f"{path}: {where}: {errors[0].message}")
+    if storable(data) != data:
+        raise ScenarioError(f"{path}: holds a NUL or an unpaired surrogate, which cannot be stored")
     return data
 
 

@@ -3,6 +3,11 @@
 ``get_order`` (read) → ``create_refund_draft`` (write) → ``submit_refund`` (irreversible,
 approval above ``CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS``). Amounts are in cents. Every
 lookup is scoped to the operation's tenant and subject (the customer), never to model input.
+
+Idempotency keys name the customer (the subject) as well as the order: records are unique per
+tenant and tool, and one customer's stored result must never answer another customer's call.
+Handlers raise ``ToolError`` only before any effect, so a refused request can be corrected and
+tried again under the same key.
 """
 
 from __future__ import annotations
@@ -169,7 +174,7 @@ register(
         timeout_ms=1000,
         handler=create_refund_draft,
         idempotency_key=lambda ctx, a: (
-            f"draft:{ctx.tenant_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
+            f"draft:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
         ),
         revisions=_REVISIONS,
     )
@@ -194,7 +199,7 @@ register(
         timeout_ms=2000,
         handler=submit_refund,
         idempotency_key=lambda ctx, a: (
-            f"refund:{ctx.tenant_ref}:{a['order_id']}:{a['amount_cents']}:{a['draft_id']}"
+            f"refund:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['draft_id']}"
         ),
         precondition=refund_precondition,
         approval=above_threshold(

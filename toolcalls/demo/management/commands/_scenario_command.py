@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from toolcalls.demo.runner import RunOptions, ScenarioTimeout, scenario_run, summary
+from toolcalls.demo.runner import RunOptions, ScenarioTimeout, printable, scenario_run, summary
 from toolcalls.demo.scenario import ScenarioError
 
 
@@ -33,8 +33,8 @@ class ScenarioCommand(BaseCommand):
         except (ScenarioError, ScenarioTimeout) as exc:
             raise CommandError(str(exc)) from None
         if operation.final_text:
-            self.stdout.write(f"model: {operation.final_text}")
-        reason = f" ({operation.terminal_reason})" if operation.terminal_reason else ""
+            self.stdout.write(f"model: {printable(operation.final_text)}")
+        reason = f" ({printable(operation.terminal_reason)})" if operation.terminal_reason else ""
         self.stdout.write(f"final state: {operation.state}{reason} operation={operation.public_id}")
         if as_json:
             self.stdout.write(json.dumps(summary(operation), separators=(",", ":")))

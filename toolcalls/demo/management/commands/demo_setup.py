@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from toolcalls.demo.runner import RunOptions, scenario_run
+from toolcalls.demo.runner import RunOptions, ScenarioTimeout, scenario_run
 from toolcalls.demo.scenario import bundled_path
 from toolcalls.demo.services import demo_seed
 
@@ -24,7 +24,14 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:<10} {password}")
         if options["start"]:
             path = bundled_path(family="openai_responses", name="refund_approve")
-            operation = scenario_run(path=path, options=RunOptions(), out=lambda _line: None)
+            run_options = RunOptions(timeout_s=30)
+            try:
+                operation = scenario_run(path=path, options=run_options, out=lambda _line: None)
+            except ScenarioTimeout as exc:
+                raise CommandError(
+                    f"{exc}. No worker ran it: with CELERY_BROKER_URL set, start a worker "
+                    "(make worker); for the embedded demo, leave CELERY_BROKER_URL empty."
+                ) from None
             approval = operation.approvals.filter(state="PENDING").first()
             self.stdout.write(
                 f"Refund operation {operation.public_id} is {operation.state}"

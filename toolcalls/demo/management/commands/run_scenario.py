@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from toolcalls.demo.management.commands._scenario_command import ScenarioCommand
+from toolcalls.states import OperationState
 
 
 class Command(ScenarioCommand):
@@ -18,7 +19,11 @@ class Command(ScenarioCommand):
         parser.add_argument("file", type=Path)
         self.add_decision_arguments(parser)
         parser.add_argument("--json", action="store_true", help="end with a JSON summary line")
-        parser.add_argument("--expect", help="exit non-zero unless the final state is this one")
+        parser.add_argument(
+            "--expect",
+            choices=OperationState.values,
+            help="exit non-zero unless the final state is this one",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.run(
