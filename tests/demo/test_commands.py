@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from providers.families import ADAPTERS
 from tests.conftest import REPO
+from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.scenario import BUNDLED_DIR, bundled_path
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -106,6 +108,14 @@ def test_expect_mismatch_fails_the_command() -> None:
     path = bundled_path(family="openai_responses", name="refusal")
     with pytest.raises(CommandError, match="expected COMPLETED, got REFUSED"):
         _run("run_scenario", str(path), "--expect", "COMPLETED")
+
+
+@pytest.mark.parametrize("family", sorted(ADAPTERS))
+def test_demo_refund_runs_for_every_family(family: str) -> None:
+    lines = _run("demo_refund", "--provider", family, "--approve")
+    assert lines[-1].startswith("final state: COMPLETED")
+    assert "has been submitted" in lines[-2]
+    assert LedgerEntry.objects.count() == 1
 
 
 def test_demo_refund_deny_completes_with_an_explanation() -> None:
