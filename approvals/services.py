@@ -133,7 +133,7 @@ def approval_decide(
                 call=call,
                 to_state=CallState.DENIED,
                 model_result=error(
-                    ErrorCode.APPROVAL_DENIED,
+                    ErrorCode.DENIED,
                     f"An operator denied this call; it did not run. Reason: {reason.strip()}",
                 ),
                 actor=_actor(actor),

@@ -76,7 +76,7 @@ class OpenAIResponsesAdapter:
             return _parse_http_error(reply)
         if reply.kind == "stream":
             return assemble(
-                self.stream_assembler(max_argument_bytes=max_argument_bytes), reply.events or []
+                self.stream_assembler(max_argument_bytes=max_argument_bytes), items(reply.events)
             )
         if isinstance(reply.body, Mapping):
             return _parse_response(reply.body)

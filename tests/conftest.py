@@ -85,6 +85,7 @@ def celery_worker(
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),
         "TEST_CELERY_BROKER_URL": broker,
+        "CALLGATE_DEMO_FAULTS": "1",
         **{
             f"CALLGATE_{provider.upper()}_{key.upper()}": value
             for provider, config in provider_settings(replay_server).items()

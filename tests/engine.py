@@ -18,15 +18,16 @@ def bundled_replies(name: str, family: str = "openai_responses") -> list[dict[st
 
 def start(demo: Any, replies: list[dict[str, Any]], **overrides: Any) -> Operation:
     """Start an operation for the demo customer, requested by the demo requester."""
+    model = overrides.pop("model", "gpt-5.1-test")
     script = ReplayScript.objects.create(
-        name="test", family="openai_responses", model="gpt-test", replies=replies
+        name="test", family="openai_responses", model=model, replies=replies
     )
     operation = operation_start(
         tenant=demo.tenant,
         requested_by=get_user_model().objects.get(username="requester"),
         subject_ref=overrides.pop("subject_ref", "cus_1001"),
         family="openai_responses",
-        model="gpt-test",
+        model=model,
         input_text="Please refund my order.",
         replay_script=script,
         **overrides,

@@ -110,7 +110,7 @@ def test_refund_denied_is_explained_and_nothing_is_paid(demo, celery_worker) -> 
     assert submit.model_result == {
         "status": "error",
         "error": {
-            "code": "APPROVAL_DENIED",
+            "code": "DENIED",
             "message": "An operator denied this call; it did not run. "
             "Reason: Send a photo of the damage first.",
         },

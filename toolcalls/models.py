@@ -76,11 +76,24 @@ class Operation(models.Model):
     terminal_reason = models.CharField(max_length=500, blank=True)
     final_text = models.TextField(blank=True)
     conversation = models.JSONField(default=list, help_text="Provider-native items, opaque.")
+    budgets = models.JSONField(default=dict, help_text="Guard limits in force (toolcalls.guards).")
+    deadline_at = models.DateTimeField(null=True, blank=True)
     turn_count = models.PositiveIntegerField(default=0, help_text="Model replies recorded.")
     retry_count = models.PositiveIntegerField(default=0, help_text="Consecutive retried failures.")
     tool_call_count = models.PositiveIntegerField(default=0)
+    calls_per_tool = models.JSONField(default=dict, help_text="Tool name → calls proposed.")
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_micros = models.PositiveBigIntegerField(default=0, help_text="Model cost, micro-USD.")
+    no_progress_turns = models.PositiveIntegerField(
+        default=0, help_text="Consecutive call sets without a new successful result."
+    )
+    guard_tripped = models.CharField(
+        max_length=500, blank=True, help_text="A guard that tripped; escalates at the next turn."
+    )
+    resume_state = models.CharField(
+        max_length=20, blank=True, help_text="Where an escalated operation resumes."
+    )
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     audit_seq = models.PositiveIntegerField(default=0)
@@ -89,6 +102,7 @@ class Operation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        permissions = [("resolve_operation", "Can extend, stop or resolve escalated operations")]
         constraints = [_state_check("operation", OperationState)]
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
@@ -158,6 +172,9 @@ class ToolCall(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     key_waits = models.PositiveIntegerField(
         default=0, help_text="Times it waited for an identical request holding its key."
+    )
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was handed to a worker (parallelism bound)."
     )
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -50,9 +50,23 @@ class ToolError(Exception):
         self.audit = dict(audit or {})
 
 
+@dataclass(frozen=True)
+class Reconciliation:
+    """What the downstream system says about an effect whose outcome was lost.
+
+    ``applied`` is True (the effect happened; ``data`` is the result the handler would have
+    returned), False (nothing happened: a retry with the same key is safe) or None (cannot
+    tell: a human decides).
+    """
+
+    applied: bool | None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
 Handler = Callable[[ToolContext, Mapping[str, Any]], Mapping[str, Any]]
 KeyFunction = Callable[[ToolContext, Mapping[str, Any]], str]
 Precondition = Callable[[ToolContext, Mapping[str, Any]], None]
+Reconciler = Callable[[ToolContext, str], Reconciliation]
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,11 @@ class ToolSpec:
     - ``idempotency_key(ctx, arguments) -> str``: the business intent; required for side effects.
     - ``precondition(ctx, arguments)``: raises :class:`ToolError` when the call may no longer run
       (checked again at resume after approval).
+    - ``reconcile(ctx, idempotency_key) -> Reconciliation``: asks the downstream system whether
+      an effect whose outcome was lost (timeout, crash) happened.
+    - ``max_result_bytes``: limit on the canonical JSON of a result (``None``: the setting
+      ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
+      ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).
     - ``approval``: the :class:`~toolcalls.policy.ApprovalPolicy`.
     - ``revisions``: ``input``, ``output``, ``effect``, ``handler`` revision strings, bound into
       every result.
@@ -82,6 +101,9 @@ class ToolSpec:
     handler: Handler
     idempotency_key: KeyFunction | None = None
     precondition: Precondition | None = None
+    reconcile: Reconciler | None = None
+    max_result_bytes: int | None = None
+    oversize: Literal["truncate", "reject"] = "truncate"
     approval: ApprovalPolicy = field(default_factory=never)
     revisions: Mapping[str, str] = field(default_factory=dict)
 
@@ -133,6 +155,10 @@ def _problems(spec: ToolSpec) -> list[str]:
         problems.append(f"revisions must name exactly {sorted(_REVISION_KEYS)}")
     if spec.timeout_ms <= 0:
         problems.append("timeout_ms must be positive")
+    if spec.oversize not in ("truncate", "reject"):
+        problems.append("oversize must be truncate or reject")
+    if spec.oversize == "reject" and spec.has_side_effects:
+        problems.append("a side-effecting tool's result cannot be rejected: its effect happened")
     return problems
 
 

@@ -83,7 +83,18 @@ OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
         {Op.EXECUTING, Op.RESULTS_READY, Op.ESCALATED, Op.FAILED, Op.CANCELLED}
     ),
     Op.RESULTS_READY: frozenset({Op.MODEL_REQUESTED, Op.FAILED, Op.ESCALATED, Op.CANCELLED}),
-    Op.ESCALATED: frozenset({Op.RESULTS_READY, Op.MODEL_REQUESTED, Op.STOPPED, Op.CANCELLED}),
+    # A human extends a budget (back to where it stopped) or resolves an unknown outcome (the
+    # call set goes on), or stops it.
+    Op.ESCALATED: frozenset(
+        {
+            Op.RESULTS_READY,
+            Op.MODEL_REQUESTED,
+            Op.EXECUTING,
+            Op.WAITING_APPROVAL,
+            Op.STOPPED,
+            Op.CANCELLED,
+        }
+    ),
     Op.COMPLETED: frozenset(),
     Op.REFUSED: frozenset(),
     Op.INCOMPLETE: frozenset(),
@@ -101,8 +112,10 @@ CALL_TRANSITIONS: dict[str, frozenset[str]] = {
     C.WAITING_APPROVAL: frozenset({C.APPROVED, C.DENIED, C.EXPIRED}),
     # Resume revalidates an approved call; a failed check rejects it without running it.
     C.APPROVED: frozenset({C.EXECUTING, C.REJECTED, C.SUPPRESSED}),
-    C.EXECUTING: frozenset({C.SUCCEEDED, C.FAILED, C.UNKNOWN_OUTCOME}),
-    C.UNKNOWN_OUTCOME: frozenset({C.SUCCEEDED, C.FAILED}),
+    # Back to PROPOSED: a read-only tool retried after a crash or timeout, or a side effect the
+    # reconciler found not applied (retried under the same idempotency key).
+    C.EXECUTING: frozenset({C.SUCCEEDED, C.FAILED, C.UNKNOWN_OUTCOME, C.PROPOSED}),
+    C.UNKNOWN_OUTCOME: frozenset({C.SUCCEEDED, C.FAILED, C.PROPOSED}),
     C.REJECTED: frozenset(),
     C.DENIED: frozenset(),
     C.EXPIRED: frozenset(),

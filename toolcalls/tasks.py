@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from toolcalls.services import execution, turns
+from toolcalls.services import execution, reconcile, turns
 
 
 @shared_task(name="toolcalls.run_turn")
@@ -15,3 +15,9 @@ def run_turn(operation_pk: int) -> None:
 def execute_call(call_pk: int) -> None:
     """Execute one claimed-to-be-runnable call (``execution.call_execute``)."""
     execution.call_execute(call_pk=call_pk)
+
+
+@shared_task(name="toolcalls.reconcile_call")
+def reconcile_call(call_pk: int) -> None:
+    """Ask the downstream system about a lost outcome (``reconcile.call_reconcile``)."""
+    reconcile.call_reconcile(call_pk=call_pk)

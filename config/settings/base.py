@@ -109,8 +109,46 @@ CELERY_BEAT_SCHEDULE = {
 CALLGATE_TOOL_MODULES = env.list("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
 # How long an approval stays decidable, in seconds.
 CALLGATE_APPROVAL_TTL_S = env.int("CALLGATE_APPROVAL_TTL_S", default=3600)
-# Guard: model requests that may be recorded for one operation before it escalates.
-CALLGATE_MAX_TURNS = env.int("CALLGATE_MAX_TURNS", default=12)
+# Guards (toolcalls.guards): defaults for every operation, and the most an operation may ask for.
+CALLGATE_GUARDS = {
+    "max_turns": env.int("CALLGATE_MAX_TURNS", default=12),
+    "max_tool_calls": env.int("CALLGATE_MAX_TOOL_CALLS", default=40),
+    "max_calls_per_tool": env.int("CALLGATE_MAX_CALLS_PER_TOOL", default=15),
+    "deadline_s": env.int("CALLGATE_DEADLINE_S", default=24 * 3600),
+    "max_input_tokens": env.int("CALLGATE_MAX_INPUT_TOKENS", default=1_000_000),
+    "max_output_tokens": env.int("CALLGATE_MAX_OUTPUT_TOKENS", default=200_000),
+    "max_cost_usd": env.float("CALLGATE_MAX_COST_USD", default=5.0),
+    "max_parallel": env.int("CALLGATE_MAX_PARALLEL", default=4),
+    "max_no_progress_turns": env.int("CALLGATE_MAX_NO_PROGRESS_TURNS", default=3),
+}
+CALLGATE_GUARD_LIMITS = {
+    "max_turns": 100,
+    "max_tool_calls": 500,
+    "max_calls_per_tool": 200,
+    "deadline_s": 7 * 24 * 3600,
+    "max_input_tokens": 20_000_000,
+    "max_output_tokens": 4_000_000,
+    "max_cost_usd": 200.0,
+    "max_parallel": 16,
+    "max_no_progress_turns": 20,
+}
+# USD per million tokens, input and output, by model-name prefix (the longest prefix wins).
+CALLGATE_MODEL_PRICES = {
+    "gpt-5.1": (1.25, 10.0),
+    "gpt-5": (1.25, 10.0),
+    "gpt-4o": (2.5, 10.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-haiku-4": (1.0, 5.0),
+    "gemini-3-pro": (2.0, 12.0),
+    "gemini-2.5-pro": (1.25, 10.0),
+    "gemini-2.5-flash": (0.3, 2.5),
+}
+# Attempts per call: read-only tools retried after a crash or timeout, side effects after a
+# reconciler found no effect.
+CALLGATE_MAX_CALL_ATTEMPTS = env.int("CALLGATE_MAX_CALL_ATTEMPTS", default=3)
+# Result size limit per call (bytes of canonical JSON) unless the tool spec sets its own.
+CALLGATE_MAX_RESULT_BYTES = env.int("CALLGATE_MAX_RESULT_BYTES", default=64 * 1024)
 # Retryable provider failures (429, 5xx, overloaded) retried per operation before FAILED.
 CALLGATE_MODEL_MAX_RETRIES = env.int("CALLGATE_MODEL_MAX_RETRIES", default=3)
 CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
@@ -134,6 +172,8 @@ CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
 CALLGATE_KEY_WAITS = env.int("CALLGATE_KEY_WAITS", default=30)
 # Byte limit (UTF-8) on the streamed argument text of one call.
 CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
+# Demo: honour injected faults (toolcalls.demo.faults); tests only.
+CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: refunds above this amount (cents) need an operator's approval.
 CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
     "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500

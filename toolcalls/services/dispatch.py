@@ -5,14 +5,16 @@ for approval or queue for execution — all inside the transaction that records 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from approvals.services import approval_request_open
 from providers.base import ProposedCall
-from toolcalls.envelopes import error
+from toolcalls import guards
+from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.services.audit import audit_record
-from toolcalls.services.enqueue import enqueue_execute
 from toolcalls.services.results import call_finish, call_set_settle
+from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition
 from toolcalls.services.validation import Verdict, arguments_normalize, call_check
 from toolcalls.states import CallState
@@ -58,8 +60,6 @@ def call_set_dispatch(
             for position, (proposed, arguments, verdict) in enumerate(checked)
         ]
     )
-    operation.tool_call_count += len(rows)
-    operation.save(update_fields=["tool_call_count", "updated_at"])
     for row, (_, arguments, verdict) in zip(rows, checked, strict=True):
         audit_record(
             operation=operation,
@@ -74,8 +74,38 @@ def call_set_dispatch(
                 "position": row.position,
             },
         )
-        _decide(operation, row, verdict, arguments.canonical)
+        _decide(operation, row, _guarded(operation, row, verdict), arguments.canonical)
+    operation.save(
+        update_fields=["tool_call_count", "calls_per_tool", "guard_tripped", "updated_at"]
+    )
     call_set_settle(operation=operation, turn_id=turn.pk, actor=ACTOR)
+    call_set_start_ready(operation=operation, turn_id=turn.pk)
+
+
+def _guarded(operation: Operation, call: ToolCall, verdict: Verdict) -> Verdict:
+    """Count the call against the budgets and apply the guards (after the validation chain,
+    before parking or running: DESIGN.md §5). A tripped budget or a repeat-of-a-repeat also
+    marks the operation to escalate once this call set has its results."""
+    budget = guards.call_budget_problem(operation, call.tool_name)
+    operation.tool_call_count += 1
+    per_tool = operation.calls_per_tool
+    per_tool[call.tool_name] = int(per_tool.get(call.tool_name, 0)) + 1
+    if verdict.rejected:
+        return verdict
+    if budget:
+        operation.guard_tripped = operation.guard_tripped or budget.reason
+        message = "The tool-call budget of this task is used up; a person has been asked to look."
+        return replace(verdict, error_code=ErrorCode.BUDGET_EXCEEDED, error_message=message)
+    repeat = guards.repeat_trip(operation, call)
+    if repeat:
+        if repeat.guard == "repeat_escalate":
+            operation.guard_tripped = operation.guard_tripped or repeat.reason
+        message = (
+            "You already made this exact call and nothing new has happened since; repeating it "
+            "will not change the result. Use the earlier result or try something different."
+        )
+        return replace(verdict, error_code=ErrorCode.NO_PROGRESS, error_message=message)
+    return verdict
 
 
 def _decide(operation: Operation, call: ToolCall, verdict: Verdict, canonical: str) -> None:
@@ -103,5 +133,4 @@ def _decide(operation: Operation, call: ToolCall, verdict: Verdict, canonical: s
             canonical_arguments=canonical,
             reason=verdict.approval_reason,
         )
-    else:
-        enqueue_execute(call_pk=call.pk)
+    # Otherwise the call stays PROPOSED: ready, handed to a worker by call_set_start_ready.

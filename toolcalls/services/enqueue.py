@@ -24,3 +24,10 @@ def enqueue_execute(*, call_pk: int, countdown_s: float | None = None) -> None:
     transaction.on_commit(
         lambda: tasks.execute_call.apply_async(args=[call_pk], countdown=countdown_s)
     )
+
+
+def enqueue_reconcile(*, call_pk: int) -> None:
+    """Run ``toolcalls.reconcile_call`` for a call whose outcome is unknown, after commit."""
+    from toolcalls import tasks
+
+    transaction.on_commit(lambda: tasks.reconcile_call.apply_async(args=[call_pk]))

@@ -15,23 +15,28 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from toolcalls import registry
-from toolcalls.binding import digest
-from toolcalls.envelopes import ErrorCode, error, ok
-from toolcalls.models import IdempotencyRecord, Operation, ToolCall
+from toolcalls.envelopes import ErrorCode, error
+from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
 from toolcalls.services.audit import audit_record
-from toolcalls.services.enqueue import enqueue_execute
-from toolcalls.services.results import call_finish, call_set_settle, tool_context
+from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
+from toolcalls.services.escalations import operation_escalate
+from toolcalls.services.idempotency import key_reserve, key_settle
+from toolcalls.services.results import (
+    call_finish,
+    call_set_settle,
+    success_envelope,
+    tool_context,
+)
+from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition
 from toolcalls.states import OPERATION_TERMINAL, CallState
 
 ACTOR = "worker"
-#: Seconds before a call whose idempotency key is held by another call is looked at again.
-IN_FLIGHT_RECHECK_S = 1.0
 
 #: Run inside the claim transaction with the rows locked; returns (error code, message) to
 #: reject the call instead of running it, or ``None``.
@@ -103,7 +108,8 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
         if spec.idempotency_key is not None:
             call.idempotency_key = spec.idempotency_key(context, arguments)
             context = tool_context(operation, call)
-            if not _reserve_key(operation, call, spec, arguments):
+            reserved = key_reserve(operation=operation, call=call, spec=spec, arguments=arguments)
+            if not reserved:
                 return None
         call.attempt += 1
         call.lease_token = secrets.token_hex(16)
@@ -114,78 +120,16 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
             to_state=CallState.EXECUTING,
             actor=ACTOR,
             details={"idempotency_key": call.idempotency_key},
-            update_fields=["attempt", "lease_token", "lease_expires_at", "idempotency_key"],
+            update_fields=[
+                "attempt",
+                "lease_token",
+                "lease_expires_at",
+                "idempotency_key",
+                "key_waits",
+            ],
         )
         call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
         return Claim(call.pk, call.lease_token, spec, context, arguments)
-
-
-def _reserve_key(
-    operation: Operation, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any]
-) -> bool:
-    """Stripe semantics on (tenant, tool, key). True when this call holds the key and may run;
-    otherwise the call got its result (stored or ``IDEMPOTENCY_KEY_REUSED``) or was re-queued."""
-    intent = digest({"tool": spec.name, "arguments": arguments})
-    lookup = {"tenant": operation.tenant, "tool_name": spec.name, "key": call.idempotency_key}
-    records = IdempotencyRecord.objects.select_for_update(of=("self",)).select_related("call")
-    record = records.filter(**lookup).first()
-    if record is None:
-        try:
-            with transaction.atomic():
-                IdempotencyRecord.objects.create(**lookup, request_sha256=intent, call=call)
-            return True
-        except IntegrityError:  # another call reserved the key a moment ago
-            record = records.get(**lookup)
-    if record.request_sha256 != intent:
-        _finish_early(
-            operation,
-            call,
-            CallState.REJECTED,
-            error(
-                ErrorCode.IDEMPOTENCY_KEY_REUSED,
-                "This request reuses the key of an earlier, different request; nothing was done.",
-            ),
-        )
-    elif record.state == IdempotencyRecord.State.DONE and record.model_result is not None:
-        _finish_early(operation, call, CallState.SUPPRESSED, record.model_result)
-    elif record.call.state == CallState.EXECUTING and call.key_waits < settings.CALLGATE_KEY_WAITS:
-        # Same intent running elsewhere right now: never run it twice; look again shortly.
-        call.key_waits += 1
-        call.save(update_fields=["idempotency_key", "key_waits", "updated_at"])
-        audit_record(
-            operation=operation,
-            kind="call.key_in_flight",
-            actor=ACTOR,
-            call=call,
-            details={"idempotency_key": call.idempotency_key, "wait": call.key_waits},
-        )
-        enqueue_execute(call_pk=call.pk, countdown_s=IN_FLIGHT_RECHECK_S)
-    else:
-        # The holder's outcome is unknown (or it outlived every wait): only a human or the
-        # reconciler can tell whether the effect happened, so this call does nothing.
-        message = (
-            "An identical request is still in flight or its outcome is unknown; nothing was "
-            "done. It can be tried again once that is settled."
-        )
-        _finish_early(
-            operation, call, CallState.REJECTED, error(ErrorCode.IDEMPOTENCY_KEY_IN_FLIGHT, message)
-        )
-    return False
-
-
-def _finish_early(
-    operation: Operation, call: ToolCall, state: str, model_result: Mapping[str, Any]
-) -> None:
-    call.save(update_fields=["idempotency_key", "updated_at"])
-    call_finish(
-        operation=operation,
-        call=call,
-        to_state=state,
-        model_result=model_result,
-        actor=ACTOR,
-        details={"idempotency_key": call.idempotency_key},
-    )
-    call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
 
 
 def _run(claim: Claim) -> HandlerOutcome:
@@ -228,19 +172,14 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
                 details={"outcome": outcome.kind, "state": call.state},
             )
             return
-        side_effects = claim.spec.has_side_effects
-        if outcome.kind in ("crash", "timeout") and side_effects:
-            call.lease_token = ""
-            call_transition(
-                operation=operation,
-                call=call,
-                to_state=CallState.UNKNOWN_OUTCOME,
-                actor=ACTOR,
-                details={"outcome": outcome.kind, "detail": outcome.detail},
-                update_fields=["lease_token"],
-            )
+        call.lease_token, call.lease_expires_at = "", None
+        lost = outcome.kind in ("crash", "timeout")
+        if lost and claim.spec.has_side_effects:
+            _unknown_outcome(operation, call, claim.spec, outcome)
+        elif lost and call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
+            _retry(operation, call, outcome)  # read-only: running it again is safe
         else:
-            state, result, audit = _envelope(outcome)
+            state, result, audit = _envelope(claim.spec, outcome)
             call_finish(
                 operation=operation,
                 call=call,
@@ -248,37 +187,64 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
                 model_result=result,
                 actor=ACTOR,
                 audit=audit,
+                update_fields=["lease_token", "lease_expires_at"],
             )
-            if side_effects:
-                _settle_key(operation, call, state, result)
+            if claim.spec.has_side_effects:
+                key_settle(operation=operation, call=call, applied=state == CallState.SUCCEEDED)
         call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
+        call_set_start_ready(operation=operation, turn_id=call.turn_id)
 
 
-def _settle_key(
-    operation: Operation, call: ToolCall, state: str, result: Mapping[str, Any]
-) -> None:
-    """A success is the intent's stored result; a refusal (``ToolError``, raised before any
-    effect by contract) releases the key so a corrected request can run."""
-    record = IdempotencyRecord.objects.filter(
-        tenant=operation.tenant, tool_name=call.tool_name, key=call.idempotency_key
+def _retry(operation: Operation, call: ToolCall, outcome: HandlerOutcome) -> None:
+    call.queued_at = timezone.now()
+    call_transition(
+        operation=operation,
+        call=call,
+        to_state=CallState.PROPOSED,
+        actor=ACTOR,
+        details={"outcome": outcome.kind, "detail": outcome.detail, "retry": True},
+        update_fields=["lease_token", "lease_expires_at", "queued_at"],
     )
-    if state == CallState.SUCCEEDED:
-        record.update(state=IdempotencyRecord.State.DONE, model_result=result)
+    delay = settings.CALLGATE_RETRY_BASE_MS * 2 ** (call.attempt - 1) / 1000
+    enqueue_execute(call_pk=call.pk, countdown_s=delay)
+
+
+def _unknown_outcome(
+    operation: Operation, call: ToolCall, spec: ToolSpec, outcome: HandlerOutcome
+) -> None:
+    """A side effect that crashed or timed out may or may not have happened: never "failed".
+    The reconciler asks the downstream system; without one, a human decides."""
+    call_transition(
+        operation=operation,
+        call=call,
+        to_state=CallState.UNKNOWN_OUTCOME,
+        actor=ACTOR,
+        details={"outcome": outcome.kind, "detail": outcome.detail},
+        update_fields=["lease_token", "lease_expires_at"],
+    )
+    if spec.reconcile is not None:
+        enqueue_reconcile(call_pk=call.pk)
     else:
-        record.delete()
+        operation_escalate(
+            operation=operation,
+            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {outcome.kind} and "
+            "no reconciler can tell whether it took effect",
+            actor=ACTOR,
+            call=call.public_id,
+        )
 
 
-def _envelope(outcome: HandlerOutcome) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def _envelope(
+    spec: ToolSpec, outcome: HandlerOutcome
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     if outcome.kind == "ok":
-        return CallState.SUCCEEDED, ok(outcome.data), {}
+        return success_envelope(spec, outcome.data)
     if outcome.kind == "tool_error":
         assert outcome.tool_error is not None
         exc = outcome.tool_error
         return CallState.FAILED, error(exc.code, exc.message), exc.audit
-    code = ErrorCode.TOOL_TIMEOUT if outcome.kind == "timeout" else ErrorCode.TOOL_FAILED
-    message = (
-        "The tool did not answer in time."
-        if outcome.kind == "timeout"
-        else ("The tool failed unexpectedly.")
-    )
-    return CallState.FAILED, error(code, message), {"detail": outcome.detail}
+    if outcome.kind == "timeout":
+        message = "The tool did not answer in time."
+        return CallState.FAILED, error(ErrorCode.TIMEOUT, message), {"detail": outcome.detail}
+    message = "The tool failed unexpectedly."
+    return CallState.FAILED, error(ErrorCode.TOOL_FAILED, message), {"detail": outcome.detail}

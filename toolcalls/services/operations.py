@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from providers.families import get_adapter
 from toolcalls import registry
+from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import Operation, ReplayScript, Tenant
 from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_turn
@@ -37,14 +41,17 @@ def operation_start(
     replay_script: ReplayScript | None = None,
     transport: str = Operation.Transport.REPLAY,
     stream: bool | None = None,
+    budgets: Mapping[str, Any] | None = None,
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit.
 
     ``tool_names`` (default: every registered tool) must all be registered. ``transport`` is
     ``replay`` (needs ``replay_script``) or ``live`` (the family's provider needs an API key in
-    ``CALLGATE_PROVIDERS``); ``stream`` defaults to ``CALLGATE_LIVE_STREAMING``. Raises
-    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``no_script``,
-    ``no_credentials``, ``unknown_transport``).
+    ``CALLGATE_PROVIDERS``); ``stream`` defaults to ``CALLGATE_LIVE_STREAMING``. ``budgets``
+    overrides guard defaults within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
+    Raises :class:`OperationError`
+    (``unknown_family``, ``unknown_tool``, ``no_script``, ``no_credentials``,
+    ``unknown_transport``, ``bad_budget``).
     """
     try:
         adapter = get_adapter(family)
@@ -54,6 +61,10 @@ def operation_start(
     unknown = [name for name in names if registry.get(name) is None]
     if unknown:
         raise OperationError("unknown_tool", f"not registered: {', '.join(unknown)}")
+    try:
+        effective = budgets_for(budgets)
+    except BudgetError as exc:
+        raise OperationError("bad_budget", str(exc)) from None
     if transport not in Operation.Transport.values:
         known = ", ".join(Operation.Transport.values)
         raise OperationError("unknown_transport", f"transport must be one of: {known}")
@@ -73,6 +84,8 @@ def operation_start(
             replay_script=replay_script,
             input_text=input_text,
             tool_names=names,
+            budgets=effective,
+            deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
             conversation=adapter.start_conversation(user_input=input_text),
         )
         audit_record(
@@ -80,7 +93,13 @@ def operation_start(
             kind="operation.created",
             actor=f"user:{requested_by.get_username()}",
             to_state=OperationState.PENDING,
-            details={"family": family, "model": model, "tools": names, "transport": transport},
+            details={
+                "family": family,
+                "model": model,
+                "tools": names,
+                "transport": transport,
+                "budgets": effective,
+            },
         )
         enqueue_turn(operation_pk=operation.pk)
     return operation

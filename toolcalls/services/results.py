@@ -8,15 +8,19 @@ operation with ``BINDING_MISMATCH``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
+
 from providers.base import ToolResultMessage
 from toolcalls import registry
-from toolcalls.binding import Binding, digest, request_digest
-from toolcalls.envelopes import is_error
+from toolcalls.binding import Binding, canonical_json, digest, request_digest
+from toolcalls.envelopes import ErrorCode, error, is_error, ok
+from toolcalls.guards import progress_made
 from toolcalls.models import ModelTurn, Operation, ToolCall
-from toolcalls.registry import ToolContext
+from toolcalls.registry import ToolContext, ToolSpec
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import call_transition, operation_transition
 from toolcalls.states import CALL_FINISHED, OPERATION_TERMINAL, CallState, OperationState
@@ -85,11 +89,13 @@ def call_finish(
     actor: str,
     audit: Mapping[str, Any] | None = None,
     details: Mapping[str, Any] | None = None,
+    update_fields: Sequence[str] = (),
 ) -> None:
     """Give ``call`` its result envelope and final state, with digests and protected audit.
 
     The caller holds the operation and call row locks. ``audit`` (handler-provided, never sent
-    to the model) is kept in ``protected_audit``.
+    to the model) is kept in ``protected_audit``; ``update_fields`` names other call fields the
+    caller changed.
     """
     binding = binding_for(operation=operation, turn=call.turn, call=call, model_result=model_result)
     call.model_result = dict(model_result)
@@ -112,13 +118,14 @@ def call_finish(
             "binding_sha256",
             "protected_audit",
             "error_code",
+            *update_fields,
         ],
     )
 
 
 def _target_state(states: Sequence[str]) -> str:
-    if any(state == CallState.UNKNOWN_OUTCOME for state in states):
-        return OperationState.ESCALATED
+    # An unknown outcome keeps the set EXECUTING while the reconciler asks; escalation, when it
+    # is needed, is explicit (execution and reconciliation services).
     if any(state == CallState.WAITING_APPROVAL for state in states):
         return OperationState.WAITING_APPROVAL
     if all(state in CALL_FINISHED for state in states):
@@ -126,23 +133,30 @@ def _target_state(states: Sequence[str]) -> str:
     return OperationState.EXECUTING
 
 
-def call_set_settle(*, operation: Operation, turn_id: int, actor: str) -> None:
+def call_set_settle(
+    *, operation: Operation, turn_id: int, actor: str, resume: bool = False
+) -> None:
     """Derive the operation's state from the states of its current call set and move it there.
 
-    Any call with an unknown outcome escalates; any call waiting for a human parks the set; every
-    call finished makes the results ready and wakes a worker to send them. The caller holds the
-    operation row lock.
+    Any call waiting for a human parks the set; every call finished makes the results ready,
+    counts whether the set made progress, and wakes a worker to send them. An ESCALATED
+    operation moves only when ``resume`` (a human resolved what escalated it). The caller holds
+    the operation row lock.
     """
-    if operation.state == OperationState.ESCALATED or operation.state in OPERATION_TERMINAL:
+    if operation.state in OPERATION_TERMINAL:
         return
-    states = list(ToolCall.objects.filter(turn_id=turn_id).values_list("state", flat=True))
-    target = _target_state(states)
+    if operation.state == OperationState.ESCALATED and not resume:
+        return
+    calls = list(ToolCall.objects.filter(turn_id=turn_id))
+    target = _target_state([call.state for call in calls])
     if target == operation.state:
         return
-    reason = ""
-    if target == OperationState.ESCALATED:
-        reason = "UNKNOWN_OUTCOME: a side effect ended without a known outcome"
-    operation_transition(operation=operation, to_state=target, actor=actor, reason=reason)
+    fields = []
+    if target == OperationState.RESULTS_READY:
+        progress = progress_made(operation, calls)
+        operation.no_progress_turns = 0 if progress else operation.no_progress_turns + 1
+        fields.append("no_progress_turns")
+    operation_transition(operation=operation, to_state=target, actor=actor, update_fields=fields)
     if target == OperationState.RESULTS_READY:
         enqueue_turn(operation_pk=operation.pk)
 
@@ -187,3 +201,25 @@ def _verify(*, operation: Operation, turn: ModelTurn, call: ToolCall) -> None:
         fields.append("result_sha256")
     if fields:
         raise BindingMismatch(call, sorted(set(fields)))
+
+
+def success_envelope(spec: ToolSpec, data: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(state, model_result, audit) for a handler's ``data``, held to the tool's result-size
+    limit (bytes of canonical JSON): a larger result is truncated to a marked preview, or
+    rejected (``RESULT_TOO_LARGE``); a result that is not plain JSON fails (``TOOL_FAILED``)."""
+    limit = spec.max_result_bytes or settings.CALLGATE_MAX_RESULT_BYTES
+    try:
+        text = canonical_json(data).decode()
+    except (ValueError, TypeError, RecursionError) as exc:
+        message = "The tool returned a result that is not plain JSON."
+        return CallState.FAILED, error(ErrorCode.TOOL_FAILED, message), {"detail": str(exc)}
+    size = len(text.encode())
+    if size <= limit:
+        return CallState.SUCCEEDED, ok(json.loads(text)), {}
+    audit = {"result_bytes": size, "limit_bytes": limit}
+    if spec.oversize == "reject":
+        message = f"The result was {size} bytes, over the limit of {limit} bytes."
+        return CallState.FAILED, error(ErrorCode.RESULT_TOO_LARGE, message), audit
+    preview = text.encode()[: max(limit // 2, 1)].decode(errors="ignore")
+    marked = {"truncated": True, "original_bytes": size, "preview": preview}
+    return CallState.SUCCEEDED, ok(marked), audit

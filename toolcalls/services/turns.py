@@ -26,10 +26,12 @@ from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
 from toolcalls import registry
+from toolcalls.guards import cost_micros, turn_trip
 from toolcalls.models import ModelTurn, Operation
 from toolcalls.services.audit import audit_record
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import transport_for
@@ -84,13 +86,10 @@ def _claim(operation_pk: int) -> TurnClaim | None:
         )
         if operation is None:
             return None  # finished, parked, or another worker holds the lease
-        if operation.turn_count >= settings.CALLGATE_MAX_TURNS:
-            operation_transition(
-                operation=operation,
-                to_state=OperationState.ESCALATED,
-                actor=ACTOR,
-                reason=f"MAX_TURNS: {operation.turn_count} model turns reached the limit of "
-                f"{settings.CALLGATE_MAX_TURNS}",
+        trip = turn_trip(operation, now=now) if operation.state != OperationState.PENDING else None
+        if trip:
+            operation_escalate(
+                operation=operation, reason=trip.reason, actor=ACTOR, guard=trip.guard
             )
             return None
         adapter = get_adapter(operation.family)
@@ -258,12 +257,22 @@ def _store_turn(
     operation.turn_count += 1
     operation.input_tokens += turn.input_tokens
     operation.output_tokens += turn.output_tokens
+    operation.cost_micros += cost_micros(
+        model=claim.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens
+    )
     operation.lease_token = ""
     operation.lease_expires_at = None
     return turn
 
 
-_COUNTERS = ["turn_count", "input_tokens", "output_tokens", "lease_token", "lease_expires_at"]
+_COUNTERS = [
+    "turn_count",
+    "input_tokens",
+    "output_tokens",
+    "cost_micros",
+    "lease_token",
+    "lease_expires_at",
+]
 
 
 def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None:

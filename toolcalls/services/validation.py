@@ -108,7 +108,7 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
     if not operation.tenant.is_active:
         return Verdict(
             spec=spec,
-            error_code=ErrorCode.NOT_AUTHORIZED,
+            error_code=ErrorCode.UNAUTHORIZED,
             error_message="This account may not use tools right now.",
         )
     return Verdict(spec=spec, approval_reason=spec.approval.reason_for(arguments.value))

@@ -1,0 +1,168 @@
+"""Loop protection (DESIGN.md §8; seeds 000 "Loop protection"): the budgets and checks that
+stop a tool-calling loop from running on, and the reasons an operation escalates.
+
+Budgets live on each operation (``Operation.budgets``): the defaults of
+``settings.CALLGATE_GUARDS``, overridden per operation within ``CALLGATE_GUARD_LIMITS``. Checks
+that end a turn run before each model request (:func:`turn_trip`); checks on proposed calls run
+in dispatch, where a tripped budget rejects the call with an envelope and marks the operation to
+escalate at the next turn boundary, once the call set has its results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from toolcalls.models import Operation, ToolCall
+from toolcalls.states import CallState
+
+#: Guard name → (machine-readable reason code, unit for messages).
+GUARDS: dict[str, tuple[str, str]] = {
+    "max_turns": ("MAX_TURNS", "model turns"),
+    "max_tool_calls": ("MAX_TOOL_CALLS", "tool calls"),
+    "max_calls_per_tool": ("MAX_CALLS_PER_TOOL", "calls of one tool"),
+    "deadline_s": ("DEADLINE", "seconds"),
+    "max_input_tokens": ("MAX_INPUT_TOKENS", "input tokens"),
+    "max_output_tokens": ("MAX_OUTPUT_TOKENS", "output tokens"),
+    "max_cost_usd": ("MAX_COST", "USD"),
+    "max_parallel": ("MAX_PARALLEL", "parallel executions"),
+    "max_no_progress_turns": ("NO_PROGRESS", "call sets without a new result"),
+}
+
+
+class BudgetError(ValueError):
+    """A budget override that is unknown, not a positive number, or above its limit."""
+
+
+@dataclass(frozen=True)
+class Trip:
+    """A guard that stopped the loop: ``guard`` (a key of :data:`GUARDS` or ``repeat``) and a
+    ``reason`` starting with the reason code, for people and the audit trail."""
+
+    guard: str
+    reason: str
+
+
+def budgets_for(overrides: Mapping[str, Any] | None = None) -> dict[str, float | int]:
+    """Effective budgets: the defaults with ``overrides`` applied. Raises :class:`BudgetError`."""
+    budgets = dict(settings.CALLGATE_GUARDS)
+    limits = settings.CALLGATE_GUARD_LIMITS
+    for name, value in (overrides or {}).items():
+        if name not in GUARDS:
+            raise BudgetError(f"unknown budget {name!r}; known: {', '.join(GUARDS)}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise BudgetError(f"{name} must be a positive number, not {value!r}")
+        if value > limits[name]:
+            raise BudgetError(f"{name} may be at most {limits[name]}")
+        budgets[name] = value
+    return budgets
+
+
+def cost_micros(*, model: str, input_tokens: int, output_tokens: int) -> int:
+    """Cost of one reply in micro-USD from ``CALLGATE_MODEL_PRICES`` (USD per million tokens,
+    the longest matching model-name prefix); 0 for a model the table does not know."""
+    prices = settings.CALLGATE_MODEL_PRICES
+    matches = [prefix for prefix in prices if model.startswith(prefix)]
+    if not matches:
+        return 0
+    input_price, output_price = prices[max(matches, key=len)]
+    # USD per million tokens is micro-USD per token.
+    return round(input_tokens * input_price + output_tokens * output_price)
+
+
+def turn_trip(operation: Operation, *, now: datetime) -> Trip | None:
+    """The guard that forbids another model request, checked before each one; ``None`` if none."""
+    if operation.guard_tripped:
+        return Trip("pending", operation.guard_tripped)
+    budgets = operation.budgets
+    used = {
+        "max_turns": operation.turn_count,
+        "max_input_tokens": operation.input_tokens,
+        "max_output_tokens": operation.output_tokens,
+        "max_cost_usd": operation.cost_micros / 1_000_000,
+        "max_no_progress_turns": operation.no_progress_turns,
+    }
+    if operation.deadline_at and now >= operation.deadline_at:
+        return Trip(
+            "deadline_s",
+            f"DEADLINE: the deadline {operation.deadline_at:%Y-%m-%d %H:%M:%S} UTC passed",
+        )
+    for name, value in used.items():
+        if value >= budgets[name]:
+            code, unit = GUARDS[name]
+            return Trip(name, f"{code}: {value:g} {unit} reached the limit of {budgets[name]:g}")
+    return None
+
+
+def call_budget_problem(operation: Operation, tool_name: str) -> Trip | None:
+    """Whether one more call of ``tool_name`` exceeds a tool-call budget (counters are the
+    operation's before this call)."""
+    budgets = operation.budgets
+    if operation.tool_call_count >= budgets["max_tool_calls"]:
+        limit = budgets["max_tool_calls"]
+        return Trip("max_tool_calls", f"MAX_TOOL_CALLS: the limit of {limit:g} tool calls")
+    per_tool = int(operation.calls_per_tool.get(tool_name, 0))
+    if per_tool >= budgets["max_calls_per_tool"]:
+        limit = budgets["max_calls_per_tool"]
+        return Trip(
+            "max_calls_per_tool", f"MAX_CALLS_PER_TOOL: the limit of {limit:g} calls of {tool_name}"
+        )
+    return None
+
+
+def repeat_trip(operation: Operation, call: ToolCall) -> Trip | None:
+    """Duplicate detection on tool + canonical arguments.
+
+    A call identical to an earlier one, with no other call succeeding since, learns nothing new:
+    the first such repeat is answered ``NO_PROGRESS``; a repeat of that repeat escalates.
+    Identical calls within one reply are not repeats of each other.
+    """
+    if not call.arguments_sha256:
+        return None
+    previous = (
+        ToolCall.objects.filter(
+            operation=operation,
+            tool_name=call.tool_name,
+            arguments_sha256=call.arguments_sha256,
+            turn__index__lt=call.turn.index,
+        )
+        .select_related("turn")
+        .order_by("-turn__index", "-position")
+        .first()
+    )
+    if previous is None:
+        return None
+    progress = (
+        ToolCall.objects.filter(
+            operation=operation,
+            state=CallState.SUCCEEDED,
+            turn__index__gt=previous.turn.index,
+            turn__index__lt=call.turn.index,
+        )
+        .exclude(tool_name=call.tool_name, arguments_sha256=call.arguments_sha256)
+        .exists()
+    )
+    if progress:
+        return None
+    guard = "repeat_escalate" if previous.error_code == "NO_PROGRESS" else "repeat"
+    return Trip(
+        guard,
+        f"NO_PROGRESS: {call.tool_name} was proposed again with the same arguments and nothing "
+        "new happened since",
+    )
+
+
+def progress_made(operation: Operation, calls: list[ToolCall]) -> bool:
+    """Whether a finished call set brought new information: a successful result whose digest
+    no earlier call of the operation had."""
+    fresh = {c.result_sha256 for c in calls if c.state == CallState.SUCCEEDED}
+    if not fresh:
+        return False
+    seen = ToolCall.objects.filter(
+        operation=operation, state=CallState.SUCCEEDED, result_sha256__in=fresh
+    ).exclude(pk__in=[c.pk for c in calls])
+    return bool(fresh - set(seen.values_list("result_sha256", flat=True)))
