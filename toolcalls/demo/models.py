@@ -42,6 +42,7 @@ class RefundDraft(models.Model):
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="drafts")
     amount_cents = models.PositiveIntegerField()
     reason = models.CharField(max_length=40)
+    idempotency_key = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -66,3 +67,15 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return self.refund_id
+
+
+class Fault(models.Model):
+    """A fault to inject at a named point of a demo handler (tests only; read only when
+    ``CALLGATE_DEMO_FAULTS`` is on). ``delay_ms`` is slept at the point, ``times`` times."""
+
+    point = models.CharField(max_length=100, unique=True)
+    delay_ms = models.PositiveIntegerField(default=0)
+    times = models.PositiveIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"{self.point} (+{self.delay_ms} ms, {self.times}x)"

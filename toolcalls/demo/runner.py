@@ -57,6 +57,7 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
         model=scenario["model"],
         input_text=scenario["input"],
         replay_script=script,
+        budgets=scenario.get("budgets"),
     )
     out(f"operation {operation.public_id} started ({scenario['family']}, {path.name})")
     operator = users.get(username=options.operator)

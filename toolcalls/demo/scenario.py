@@ -52,6 +52,7 @@ SCHEMA: dict[str, Any] = {
         "family": {"type": "string", "enum": sorted(ADAPTERS)},
         "model": {"type": "string", "minLength": 1, "maxLength": 100},
         "input": {"type": "string", "minLength": 1, "maxLength": 100_000},
+        "budgets": {"type": "object", "additionalProperties": {"type": "number"}},
         "replies": {
             "type": "array",
             "minItems": 1,

@@ -35,6 +35,7 @@ _GROUP_PERMISSIONS = {
         "approvals.decide_approvalrequest",
         "approvals.view_approvalrequest",
         "toolcalls.view_operation",
+        "toolcalls.resolve_operation",
     ],
     "support": ["approvals.view_approvalrequest", "toolcalls.view_operation"],
 }

@@ -18,9 +18,10 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from toolcalls.demo.faults import fault_point
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
 from toolcalls.policy import above_threshold
-from toolcalls.registry import ToolContext, ToolError, ToolSpec, register
+from toolcalls.registry import Reconciliation, ToolContext, ToolError, ToolSpec, register
 
 REFUND_REASONS = ["damaged_item", "wrong_item", "not_delivered", "returned", "other"]
 
@@ -61,14 +62,28 @@ def create_refund_draft(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, 
             order=order,
             amount_cents=args["amount_cents"],
             reason=args["reason"],
+            idempotency_key=ctx.idempotency_key,
         )
+    fault_point("create_refund_draft.after_effect")
+    return _draft_result(draft)
+
+
+def _draft_result(draft: RefundDraft) -> dict[str, Any]:
     return {
         "draft_id": draft.draft_id,
-        "order_id": order.order_id,
+        "order_id": draft.order.order_id,
         "amount_cents": draft.amount_cents,
         "reason": draft.reason,
-        "status": draft.status,
+        "status": RefundDraft.Status.OPEN,
     }
+
+
+def reconcile_draft(ctx: ToolContext, key: str) -> Reconciliation:
+    """Was a draft created under this idempotency key?"""
+    draft = RefundDraft.objects.select_related("order").filter(idempotency_key=key).first()
+    if draft is None:
+        return Reconciliation(applied=False)
+    return Reconciliation(applied=True, data=_draft_result(draft))
 
 
 def _open_draft(ctx: ToolContext, args: Mapping[str, Any], *, lock: bool) -> RefundDraft:
@@ -122,13 +137,26 @@ def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
         order.save(update_fields=["refunded_cents"])
         draft.status = RefundDraft.Status.SUBMITTED
         draft.save(update_fields=["status"])
+    fault_point("submit_refund.after_effect")
+    return _refund_result(entry)
+
+
+def _refund_result(entry: LedgerEntry) -> dict[str, Any]:
     return {
         "refund_id": entry.refund_id,
-        "order_id": order.order_id,
+        "order_id": entry.order.order_id,
         "amount_cents": entry.amount_cents,
         "status": "submitted",
-        "refundable_cents": order.refundable_cents,
+        "refundable_cents": entry.order.refundable_cents,
     }
+
+
+def reconcile_refund(ctx: ToolContext, key: str) -> Reconciliation:
+    """Does the ledger hold a refund paid under this idempotency key?"""
+    entry = LedgerEntry.objects.select_related("order").filter(idempotency_key=key).first()
+    if entry is None:
+        return Reconciliation(applied=False)
+    return Reconciliation(applied=True, data=_refund_result(entry))
 
 
 def _threshold() -> int:
@@ -173,6 +201,7 @@ register(
         risk="write",
         timeout_ms=1000,
         handler=create_refund_draft,
+        reconcile=reconcile_draft,
         idempotency_key=lambda ctx, a: (
             f"draft:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
         ),
@@ -202,6 +231,7 @@ register(
             f"refund:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['draft_id']}"
         ),
         precondition=refund_precondition,
+        reconcile=reconcile_refund,
         approval=above_threshold(
             field="amount_cents", threshold=_threshold, unit="cents", revision="refund-threshold-v1"
         ),

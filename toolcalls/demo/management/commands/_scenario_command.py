@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from toolcalls.demo.runner import RunOptions, ScenarioTimeout, printable, scenario_run, summary
 from toolcalls.demo.scenario import ScenarioError
+from toolcalls.services.operations import OperationError
 
 
 class ScenarioCommand(BaseCommand):
@@ -30,7 +31,7 @@ class ScenarioCommand(BaseCommand):
         run_options = RunOptions(decision=decision, timeout_s=options["timeout"])
         try:
             operation = scenario_run(path=path, options=run_options, out=self.stdout.write)
-        except (ScenarioError, ScenarioTimeout) as exc:
+        except (ScenarioError, ScenarioTimeout, OperationError) as exc:
             raise CommandError(str(exc)) from None
         if operation.final_text:
             self.stdout.write(f"model: {printable(operation.final_text)}")
