@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 
+from toolcalls.guards import GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
 
 
@@ -31,3 +34,22 @@ def operation_get(*, user: User, public_id: str) -> Operation:
 def operation_timeline(*, operation: Operation) -> QuerySet[AuditEvent]:
     """The operation's audit events in order, with the call each one concerns."""
     return operation.events.select_related("call").order_by("seq")
+
+
+def operation_guards(*, operation: Operation) -> list[dict[str, Any]]:
+    """Each guard's limit and what the operation used of it, for the console."""
+    used = {
+        "max_turns": operation.turn_count,
+        "max_tool_calls": operation.tool_call_count,
+        "max_calls_per_tool": max(operation.calls_per_tool.values(), default=0),
+        "deadline_s": None,
+        "max_input_tokens": operation.input_tokens,
+        "max_output_tokens": operation.output_tokens,
+        "max_cost_usd": round(operation.cost_micros / 1_000_000, 6),
+        "max_parallel": None,
+        "max_no_progress_turns": operation.no_progress_turns,
+    }
+    return [
+        {"name": name, "unit": unit, "limit": operation.budgets.get(name), "used": used[name]}
+        for name, (_code, unit) in GUARDS.items()
+    ]

@@ -2,23 +2,118 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from toolcalls import selectors
+from toolcalls.forms import ExtendForm, ResolveForm, StopForm
 from toolcalls.http import AuthenticatedHttpRequest
 from toolcalls.models import Operation
+from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
+from toolcalls.services.reconcile import call_resolve
+from toolcalls.states import OperationState
+
+RESOLVE_PERMISSION = "toolcalls.resolve_operation"
+
+
+def _operation(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
+    try:
+        return selectors.operation_get(user=request.user, public_id=public_id)
+    except Operation.DoesNotExist:
+        raise Http404("No such operation in your tenants.") from None
 
 
 @login_required
 def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
-    try:
-        operation = selectors.operation_get(user=request.user, public_id=public_id)
-    except Operation.DoesNotExist:
-        raise Http404("No such operation in your tenants.") from None
+    operation = _operation(request, public_id)
+    can_resolve = request.user.has_perm(RESOLVE_PERMISSION)
+    escalated = operation.state == OperationState.ESCALATED
     context = {
         "operation": operation,
         "timeline": selectors.operation_timeline(operation=operation),
+        "guards": selectors.operation_guards(operation=operation),
+        "can_resolve": can_resolve and escalated,
+        "extend_form": ExtendForm(budgets=operation.budgets) if can_resolve and escalated else None,
+        "stop_form": StopForm() if can_resolve and escalated else None,
+        "resolve_form": ResolveForm() if can_resolve and escalated else None,
     }
     return render(request, "toolcalls/operation_detail.html", context)
+
+
+def _act(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
+    if not request.user.has_perm(RESOLVE_PERMISSION):
+        raise PermissionDenied("You may not act on escalated operations.")
+    return _operation(request, public_id)
+
+
+def _done(request: AuthenticatedHttpRequest, operation: Operation, text: str) -> HttpResponse:
+    messages.success(request, text)
+    return redirect("operations:detail", public_id=operation.public_id)
+
+
+def _refused(request: AuthenticatedHttpRequest, operation: Operation, text: str) -> HttpResponse:
+    messages.error(request, text)
+    return redirect("operations:detail", public_id=operation.public_id)
+
+
+@login_required
+@require_POST
+def operation_extend_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    operation = _act(request, public_id)
+    form = ExtendForm(request.POST, budgets=operation.budgets)
+    if not form.is_valid():
+        return _refused(request, operation, "Budgets must be positive numbers.")
+    try:
+        operation_extend(
+            operation_pk=operation.pk,
+            actor=f"user:{request.user.get_username()}",
+            budgets=form.changes(),
+            note=form.cleaned_data["note"],
+        )
+    except EscalationError as exc:
+        return _refused(request, operation, exc.message)
+    return _done(request, operation, "Budget extended; the operation goes on.")
+
+
+@login_required
+@require_POST
+def operation_stop_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    operation = _act(request, public_id)
+    form = StopForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, operation, "Say why the operation is stopped.")
+    try:
+        operation_stop(
+            operation_pk=operation.pk,
+            actor=f"user:{request.user.get_username()}",
+            reason=form.cleaned_data["reason"],
+        )
+    except EscalationError as exc:
+        return _refused(request, operation, exc.message)
+    return _done(request, operation, "Operation stopped.")
+
+
+@login_required
+@require_POST
+def call_resolve_view(
+    request: AuthenticatedHttpRequest, public_id: str, call_public_id: str
+) -> HttpResponse:
+    operation = _act(request, public_id)
+    call = get_object_or_404(operation.calls, public_id=call_public_id)
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, operation, "Choose what happened.")
+    try:
+        call_resolve(
+            call_pk=call.pk,
+            actor=f"user:{request.user.get_username()}",
+            resolution=form.cleaned_data["resolution"],
+            note=form.cleaned_data["note"],
+        )
+    except EscalationError as exc:
+        return _refused(request, operation, exc.message)
+    return _done(request, operation, f"Recorded the outcome of {call.tool_name}.")
