@@ -25,6 +25,16 @@ class ApprovalRequest(models.Model):
     risk = models.CharField(max_length=20)
     canonical_arguments = models.TextField()
     arguments_sha256 = models.CharField(max_length=64)
+    amount_cents = models.BigIntegerField(
+        null=True, blank=True, help_text="The money amount, when the tool names one."
+    )
+    original_arguments = models.TextField(
+        blank=True, help_text="The model's arguments when an operator edited them."
+    )
+    original_sha256 = models.CharField(max_length=64, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     schema_version = models.CharField(max_length=80)
     policy_revision = models.CharField(max_length=80)
     reason = models.CharField(max_length=500, help_text="Why the policy asks for approval.")
@@ -55,8 +65,13 @@ class ApprovalRequest(models.Model):
         ]
         permissions = [("decide_approvalrequest", "Can approve or deny approval requests")]
         indexes = [
-            models.Index(fields=["state", "expires_at"], name="approval_state_expires"),
-            models.Index(fields=["tenant", "state", "expires_at"], name="approval_tenant_queue"),
+            models.Index(fields=["state", "expires_at", "id"], name="approval_queue"),
+            models.Index(
+                fields=["tenant", "state", "expires_at", "id"], name="approval_tenant_queue"
+            ),
+            models.Index(
+                fields=["state", "tool_name", "expires_at", "id"], name="approval_tool_queue"
+            ),
         ]
 
     def __str__(self) -> str:

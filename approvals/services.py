@@ -6,8 +6,10 @@ database clock (``Now()``), at decision time and by the periodic sweep.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -16,23 +18,22 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from toolcalls import registry
+from toolcalls.diffs import arguments_diff
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
-from toolcalls.registry import ToolError, ToolSpec
+from toolcalls.registry import ToolSpec
 from toolcalls.services.audit import audit_record
-from toolcalls.services.execution import call_execute
-from toolcalls.services.results import call_finish, call_set_settle, tool_context
+from toolcalls.services.results import call_finish, call_set_settle
 from toolcalls.services.transitions import call_transition, row_transition
 from toolcalls.services.validation import arguments_normalize, call_check
-from toolcalls.states import APPROVAL_TRANSITIONS, ApprovalState, CallState
+from toolcalls.states import APPROVAL_TRANSITIONS, OPERATION_TERMINAL, ApprovalState, CallState
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
 class ApprovalError(Exception):
     """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
-    ``already_decided``, ``expired`` or ``reason_required``."""
+    ``already_decided``, ``superseded``, ``expired``, ``reason_required`` or ``invalid_edit``."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -62,6 +63,7 @@ def approval_request_open(
         schema_version=spec.schema_version,
         policy_revision=spec.approval.revision,
         reason=reason,
+        amount_cents=_amount(spec, call.arguments),
         requested_by_id=operation.requested_by_id,
         created_at=now,
         expires_at=now + timedelta(seconds=settings.CALLGATE_APPROVAL_TTL_S),
@@ -83,6 +85,11 @@ def approval_request_open(
     return approval
 
 
+def _amount(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> int | None:
+    value = (arguments or {}).get(spec.amount_field) if spec.amount_field else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _locked(approval_pk: int) -> tuple[Operation, ToolCall, ApprovalRequest]:
     operation_pk = ApprovalRequest.objects.values_list("operation_id", flat=True).get(
         pk=approval_pk
@@ -98,23 +105,37 @@ def _locked(approval_pk: int) -> tuple[Operation, ToolCall, ApprovalRequest]:
 
 
 def approval_decide(
-    *, approval_pk: int, actor: User, approve: bool, reason: str = ""
+    *,
+    approval_pk: int,
+    actor: User,
+    approve: bool,
+    reason: str = "",
+    arguments: Any = None,
 ) -> ApprovalRequest:
     """Approve or deny; exactly one decision wins (row lock). Raises :class:`ApprovalError`.
 
     The requester may not decide their own request; a denial needs a reason (it is sent to the
-    model). An approval past ``expires_at`` (database time) is marked EXPIRED and the call gets
-    an ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")`` is raised after that commits.
-    On approve, ``resume_operation`` is queued after commit.
+    model). ``arguments`` (approve only) replaces the call's arguments: they are validated again
+    (schema, authorization, policy revision), the diff, new digest and editor are audited, and the
+    model is told the call ran with edited arguments. An approval past ``expires_at`` (database
+    time) is marked EXPIRED and the call gets an ``APPROVAL_EXPIRED`` result;
+    ``ApprovalError("expired")`` is raised after that commits. An approval whose operation already
+    ended is ``superseded``. On approve, ``resume_operation`` is queued after commit.
     """
     expired = False
     with transaction.atomic(durable=True):
         operation, call, approval = _locked(approval_pk)
         _check_decider(approval, actor)
+        if operation.state in OPERATION_TERMINAL:
+            raise ApprovalError(
+                "superseded", f"The operation already ended ({operation.state}); nothing to decide."
+            )
         if approval.db_now >= approval.expires_at:  # type: ignore[attr-defined]
             _expire(operation, call, approval, actor="system")
             expired = True
         elif approve:
+            if arguments is not None:
+                _edit(operation, call, approval, actor, arguments)
             _decide(operation, call, approval, actor, ApprovalState.APPROVED, reason)
             call_transition(
                 operation=operation,
@@ -144,6 +165,62 @@ def approval_decide(
             "expired", f"This approval expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
         )
     return approval
+
+
+def _edit(
+    operation: Operation, call: ToolCall, approval: ApprovalRequest, actor: User, arguments: Any
+) -> None:
+    """Replace the call's arguments with an operator's edit, after the validation chain."""
+    normalized = arguments_normalize(
+        arguments=arguments if isinstance(arguments, Mapping) else None,
+        arguments_error=not isinstance(arguments, Mapping),
+        raw_arguments=None,
+    )
+    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
+    if verdict.rejected:
+        raise ApprovalError("invalid_edit", verdict.error_message)
+    assert verdict.spec is not None and normalized.value is not None
+    if verdict.spec.approval.revision != approval.policy_revision:
+        raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
+    if normalized.sha256 == approval.arguments_sha256:
+        return
+    diff = arguments_diff(call.arguments, normalized.value)
+    if not approval.original_arguments:
+        approval.original_arguments = approval.canonical_arguments
+        approval.original_sha256 = approval.arguments_sha256
+    old_sha256 = approval.arguments_sha256
+    approval.canonical_arguments = normalized.canonical
+    approval.arguments_sha256 = normalized.sha256
+    approval.amount_cents = _amount(verdict.spec, normalized.value)
+    approval.edited_by = actor
+    approval.save(
+        update_fields=[
+            "original_arguments",
+            "original_sha256",
+            "canonical_arguments",
+            "arguments_sha256",
+            "amount_cents",
+            "edited_by",
+        ]
+    )
+    call.arguments = normalized.value
+    call.arguments_sha256 = normalized.sha256
+    call.arguments_edited = True
+    call.save(update_fields=["arguments", "arguments_sha256", "arguments_edited", "updated_at"])
+    audit_record(
+        operation=operation,
+        kind="approval.arguments_edited",
+        actor=_actor(actor),
+        call=call,
+        approval_ref=approval.public_id,
+        details={
+            "tool": call.tool_name,
+            "diff": diff,
+            "old_sha256": old_sha256,
+            "arguments_sha256": normalized.sha256,
+            "policy": verdict.approval_reason or "no approval needed for the edited arguments",
+        },
+    )
 
 
 def _check_decider(approval: ApprovalRequest, actor: User) -> None:
@@ -230,48 +307,3 @@ def _enqueue_resume(call_pk: int) -> None:
     from approvals import tasks
 
     tasks.resume_operation.delay(call_pk)
-
-
-def approval_resume(*, call_pk: int) -> None:
-    """Revalidate an approved call against current context, then execute it.
-
-    The tool's business precondition runs first, outside any lock (it may ask another system);
-    then, under the claim's locks, the approval must still be APPROVED, decided before expiry,
-    with unchanged argument digest, schema version and policy revision, and the call must pass
-    the validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
-    chain's own code) and nothing runs.
-    """
-    call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
-    precondition_problem = None
-    spec = registry.get(call.tool_name)
-    if spec and spec.precondition and call.state == CallState.APPROVED:
-        try:
-            spec.precondition(tool_context(call.operation, call), call.arguments or {})
-        except ToolError as exc:
-            precondition_problem = (exc.code, exc.message)
-    call_execute(call_pk=call_pk, precheck=partial(_still_approved, problem=precondition_problem))
-
-
-def _still_approved(
-    operation: Operation, call: ToolCall, *, problem: tuple[str, str] | None
-) -> tuple[str, str] | None:
-    approval = ApprovalRequest.objects.select_for_update().get(call=call)
-    stale = ErrorCode.APPROVAL_STALE
-    if approval.state != ApprovalState.APPROVED or approval.decided_at is None:
-        return stale, "The approval for this call is no longer valid; it did not run."
-    if approval.decided_at >= approval.expires_at:
-        return ErrorCode.APPROVAL_EXPIRED, "The approval came after its expiry; it did not run."
-    arguments = arguments_normalize(
-        arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
-    )
-    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=arguments)
-    if verdict.rejected:
-        return verdict.error_code, verdict.error_message
-    assert verdict.spec is not None
-    if arguments.sha256 != approval.arguments_sha256:
-        return stale, "The arguments changed after approval was requested; it did not run."
-    if verdict.spec.schema_version != approval.schema_version:
-        return stale, "The tool's schema changed after approval was requested; it did not run."
-    if verdict.spec.approval.revision != approval.policy_revision:
-        return stale, "The approval policy changed after approval was requested; it did not run."
-    return problem

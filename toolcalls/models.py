@@ -141,6 +141,7 @@ class ModelTurn(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["operation", "index"], name="turn_unique_index"),
         ]
+        indexes = [models.Index(fields=["response_id"], name="turn_response_id")]
         ordering = ["operation", "index"]
 
     def __str__(self) -> str:
@@ -165,6 +166,9 @@ class ToolCall(models.Model):
     raw_arguments = models.TextField(null=True, blank=True)  # noqa: DJ001
     arguments = models.JSONField(null=True, blank=True)
     arguments_sha256 = models.CharField(max_length=64, blank=True)
+    arguments_edited = models.BooleanField(
+        default=False, help_text="An operator edited the arguments when approving."
+    )
     request_sha256 = models.CharField(max_length=64, blank=True)
     schema_version = models.CharField(max_length=80, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True)
@@ -193,7 +197,12 @@ class ToolCall(models.Model):
             ),
             _state_check("call", CallState),
         ]
-        indexes = [models.Index(fields=["state", "updated_at"], name="call_state_updated")]
+        indexes = [
+            models.Index(fields=["state", "updated_at"], name="call_state_updated"),
+            # Support staff find an operation by any ID: these serve the console search.
+            models.Index(fields=["call_id"], name="call_provider_id"),
+            models.Index(fields=["idempotency_key"], name="call_idempotency_key"),
+        ]
         ordering = ["operation", "turn", "position"]
 
     def __str__(self) -> str:
@@ -227,6 +236,7 @@ class IdempotencyRecord(models.Model):
                 name="idempotency_state_valid",
             ),
         ]
+        indexes = [models.Index(fields=["key"], name="idempotency_key_lookup")]
 
     def __str__(self) -> str:
         return f"{self.tool_name}:{self.key}"
@@ -268,6 +278,7 @@ class AuditEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["operation", "seq"], name="audit_unique_seq"),
         ]
+        indexes = [models.Index(fields=["approval_ref"], name="audit_approval_ref")]
         ordering = ["operation", "seq"]
 
     def __str__(self) -> str:

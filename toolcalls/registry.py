@@ -84,6 +84,9 @@ class ToolSpec:
       (checked again at resume after approval).
     - ``reconcile(ctx, idempotency_key) -> Reconciliation``: asks the downstream system whether
       an effect whose outcome was lost (timeout, crash) happened.
+    - ``preview(ctx, arguments) -> data``: a dry run showing an approver the effect (reads only).
+    - ``amount_field``: the argument that holds a money amount in cents, shown in the approval
+      queue.
     - ``max_result_bytes``: limit on the canonical JSON of a result (``None``: the setting
       ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
       ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).
@@ -102,6 +105,8 @@ class ToolSpec:
     idempotency_key: KeyFunction | None = None
     precondition: Precondition | None = None
     reconcile: Reconciler | None = None
+    preview: Handler | None = None
+    amount_field: str | None = None
     max_result_bytes: int | None = None
     oversize: Literal["truncate", "reject"] = "truncate"
     approval: ApprovalPolicy = field(default_factory=never)

@@ -143,3 +143,44 @@ def test_decision_is_audited_with_the_decider(parked) -> None:
         "APPROVED",
     )
     assert approval.expires_at - approval.created_at == timedelta(hours=1)
+
+
+@pytest.mark.parametrize("second_approves", [True, False])
+def test_two_operators_deciding_at_once_one_wins(parked, second_approves) -> None:
+    import threading
+
+    from django.db import connections
+
+    other = UserFactory.create(username="second-operator")
+    other.groups.add(*operator().groups.all())
+    parked.tenant.members.add(other)
+    approval = parked.approvals.get()
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def decide(user, approve: bool) -> None:  # type: ignore[no-untyped-def]
+        barrier.wait()
+        try:
+            approval_decide(approval_pk=approval.pk, actor=user, approve=approve, reason="race")
+            outcomes.append("won")
+        except ApprovalError as exc:
+            outcomes.append(exc.code)
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=decide, args=(operator(), True)),
+        threading.Thread(target=decide, args=(other, second_approves)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["already_decided", "won"]
+    approval.refresh_from_db()
+    decisions = parked.events.filter(kind="approval.transition")
+    assert decisions.count() == 1 and approval.state in (
+        ApprovalState.APPROVED,
+        ApprovalState.DENIED,
+    )
+    assert LedgerEntry.objects.count() == (1 if approval.state == ApprovalState.APPROVED else 0)

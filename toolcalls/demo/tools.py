@@ -89,9 +89,10 @@ def reconcile_draft(ctx: ToolContext, key: str) -> Reconciliation:
 def _open_draft(ctx: ToolContext, args: Mapping[str, Any], *, lock: bool) -> RefundDraft:
     order = _order(ctx, args["order_id"], lock=lock)
     draft = order.drafts.filter(draft_id=args["draft_id"]).first()
-    if draft is None or draft.amount_cents != args["amount_cents"]:
+    # A draft caps the refund: an operator may approve less than was drafted, never more.
+    if draft is None or args["amount_cents"] > draft.amount_cents:
         raise ToolError(
-            "DRAFT_MISMATCH", "That draft does not exist for this order with this amount."
+            "DRAFT_MISMATCH", "That draft does not exist for this order or covers less."
         )
     return draft
 
@@ -105,7 +106,7 @@ def refund_precondition(ctx: ToolContext, args: Mapping[str, Any]) -> None:
     draft = _open_draft(ctx, args, lock=False)
     if (
         draft.status == RefundDraft.Status.OPEN
-        and draft.amount_cents > draft.order.refundable_cents
+        and args["amount_cents"] > draft.order.refundable_cents
     ):
         raise ToolError(
             "REFUND_EXCEEDS_REMAINING",
@@ -119,7 +120,8 @@ def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
         order = draft.order
         if draft.status != RefundDraft.Status.OPEN:
             raise ToolError("DRAFT_ALREADY_SUBMITTED", f"{draft.draft_id} was already submitted.")
-        if draft.amount_cents > order.refundable_cents:
+        amount = args["amount_cents"]
+        if amount > order.refundable_cents:
             raise ToolError(
                 "REFUND_EXCEEDS_REMAINING",
                 f"Only {order.refundable_cents} cents can still be refunded on this order.",
@@ -128,12 +130,12 @@ def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
             refund_id=f"RF-{draft.draft_id}",
             order=order,
             draft=draft,
-            amount_cents=draft.amount_cents,
+            amount_cents=amount,
             idempotency_key=ctx.idempotency_key,
             operation_ref=ctx.operation_id,
             call_ref=ctx.call_id,
         )
-        order.refunded_cents += draft.amount_cents
+        order.refunded_cents += amount
         order.save(update_fields=["refunded_cents"])
         draft.status = RefundDraft.Status.SUBMITTED
         draft.save(update_fields=["status"])
@@ -157,6 +159,18 @@ def reconcile_refund(ctx: ToolContext, key: str) -> Reconciliation:
     if entry is None:
         return Reconciliation(applied=False)
     return Reconciliation(applied=True, data=_refund_result(entry))
+
+
+def refund_preview(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    """What submitting would do to the order, in cents; reads only."""
+    order = _order(ctx, args["order_id"])
+    return {
+        "order_total_cents": order.total_cents,
+        "already_refunded_cents": order.refunded_cents,
+        "this_refund_cents": args["amount_cents"],
+        "remaining_after_cents": order.refundable_cents - args["amount_cents"],
+        "currency": order.currency,
+    }
 
 
 def _threshold() -> int:
@@ -202,6 +216,7 @@ register(
         timeout_ms=1000,
         handler=create_refund_draft,
         reconcile=reconcile_draft,
+        amount_field="amount_cents",
         idempotency_key=lambda ctx, a: (
             f"draft:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
         ),
@@ -232,6 +247,8 @@ register(
         ),
         precondition=refund_precondition,
         reconcile=reconcile_refund,
+        preview=refund_preview,
+        amount_field="amount_cents",
         approval=above_threshold(
             field="amount_cents", threshold=_threshold, unit="cents", revision="refund-threshold-v1"
         ),

@@ -97,6 +97,13 @@ def call_finish(
     to the model) is kept in ``protected_audit``; ``update_fields`` names other call fields the
     caller changed.
     """
+    if call.arguments_edited:
+        # The model proposed other arguments; it must know what actually ran.
+        model_result = {
+            **model_result,
+            "note": "An operator edited the arguments before this call ran.",
+            "arguments": call.arguments,
+        }
     binding = binding_for(operation=operation, turn=call.turn, call=call, model_result=model_result)
     call.model_result = dict(model_result)
     call.result_sha256 = binding.result_sha256
