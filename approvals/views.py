@@ -11,12 +11,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from approvals import selectors
-from approvals.forms import DecisionForm
+from approvals.forms import DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
 from toolcalls import registry
 from toolcalls.http import AuthenticatedHttpRequest
-from toolcalls.states import ApprovalState
+from toolcalls.models import Tenant
+from toolcalls.states import OPERATION_TERMINAL, ApprovalState
 
 DECISIONS = ("approve", "deny")
 
@@ -32,6 +33,9 @@ def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> st
     """Why this user cannot decide this approval now, or ``None``."""
     if approval.state != ApprovalState.PENDING:
         return f"This approval is already {approval.state.lower()}; it can no longer be decided."
+    if approval.operation.state in OPERATION_TERMINAL:
+        state = approval.operation.state.lower()
+        return f"Superseded: the operation already ended ({state}); nothing is left to decide."
     if not request.user.has_perm(DECIDE_PERMISSION):
         return "You can read approvals but not decide them."
     if approval.requested_by_id == request.user.pk:
@@ -39,22 +43,44 @@ def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> st
     return None
 
 
+def _pretty(canonical: str) -> str:
+    return json.dumps(json.loads(canonical), indent=2)
+
+
 @login_required
 def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
-    pending = list(selectors.approvals_pending(user=request.user)[:100])
-    return render(request, "approvals/queue.html", {"approvals": pending})
+    tenants = list(Tenant.objects.filter(members=request.user).values_list("slug", flat=True))
+    form = QueueFilterForm(request.GET or None, tools=registry.names(), tenants=tenants)
+    data = form.cleaned_data if form.is_valid() else {}
+    filters = selectors.QueueFilters(
+        tool=data.get("tool", ""),
+        risk=data.get("risk", ""),
+        tenant=data.get("tenant", ""),
+        expiring=bool(data.get("expiring")),
+    )
+    page = selectors.approvals_queue(
+        user=request.user, filters=filters, cursor=request.GET.get("after")
+    )
+    context = {"form": form, "page": page, "filters": filters.query()}
+    return render(request, "approvals/queue.html", context)
 
 
 @login_required
 def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     approval = _approval(request, public_id)
-    spec = registry.get(approval.tool_name)
     context = {
         "approval": approval,
-        "spec": spec,
-        "arguments_pretty": json.dumps(json.loads(approval.canonical_arguments), indent=2),
+        "spec": registry.get(approval.tool_name),
+        "arguments_pretty": _pretty(approval.canonical_arguments),
+        "original_pretty": _pretty(approval.original_arguments)
+        if approval.original_arguments
+        else "",
         "model_said": selectors.approval_model_said(approval=approval),
         "siblings": selectors.approval_siblings(approval=approval),
+        "earlier": selectors.approval_earlier_proposals(approval=approval),
+        "preview": selectors.approval_preview(approval=approval)
+        if approval.state == ApprovalState.PENDING
+        else None,
         "blocker": _blocker(request, approval),
     }
     return render(request, "approvals/detail.html", context)
@@ -68,7 +94,11 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
     approval = _approval(request, public_id)
     if _blocker(request, approval):  # the detail page says why
         return redirect("approvals:detail", public_id=public_id)
-    form = DecisionForm(request.POST if request.method == "POST" else None, decision=decision)
+    form = DecisionForm(
+        request.POST if request.method == "POST" else None,
+        decision=decision,
+        arguments=_pretty(approval.canonical_arguments),
+    )
     if request.method == "POST" and form.is_valid():
         try:
             approval_decide(
@@ -76,12 +106,31 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
                 actor=request.user,
                 approve=decision == "approve",
                 reason=form.cleaned_data["reason"],
+                arguments=form.cleaned_data.get("arguments"),
             )
         except ApprovalError as exc:
+            if exc.code == "invalid_edit":
+                form.add_error("arguments", exc.message)
+                return render(
+                    request,
+                    "approvals/decide.html",
+                    {"approval": approval, "decision": decision, "form": form},
+                )
             messages.error(request, exc.message)
             return redirect("approvals:detail", public_id=public_id)
+        edited = " with edited arguments" if form.cleaned_data.get("arguments") else ""
         verb = "Approved" if decision == "approve" else "Denied"
-        messages.success(request, f"{verb} {approval.tool_name} ({approval.public_id}).")
+        messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")
         return redirect("operations:detail", public_id=approval.operation.public_id)
     context = {"approval": approval, "decision": decision, "form": form}
     return render(request, "approvals/decide.html", context)
+
+
+@login_required
+def search(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Find an operation by any ID; one match goes straight to it."""
+    query = request.GET.get("q", "").strip()[:200]
+    results = selectors.operation_search(user=request.user, query=query)
+    if len(results) == 1:
+        return redirect("operations:detail", public_id=results[0][0].public_id)
+    return render(request, "approvals/search.html", {"query": query, "results": results})

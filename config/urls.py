@@ -3,11 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from approvals import views as approval_views
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="approvals:queue", permanent=False)),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("console/approvals/", include("approvals.urls")),
+    path("console/search/", approval_views.search, name="search"),
     path("console/operations/", include("toolcalls.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -7,12 +7,26 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 
-from toolcalls.guards import GUARDS
-from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
+from toolcalls.guards import GUARDS, cost_micros
+from toolcalls.models import AuditEvent, ModelTurn, Operation, Tenant, ToolCall
+from toolcalls.states import OperationState
 
 
 def operations_visible(*, user: User) -> QuerySet[Operation]:
-    return Operation.objects.filter(tenant__members=user)
+    """Operations of the user's tenants."""
+    tenants = Tenant.objects.filter(members=user).values_list("pk", flat=True)
+    return Operation.objects.filter(tenant_id__in=list(tenants))
+
+
+def operations_escalated(*, user: User, limit: int = 100) -> list[Operation]:
+    """Escalated operations of the user's tenants, most recently changed first."""
+    return list(
+        operations_visible(user=user)
+        .filter(state=OperationState.ESCALATED)
+        .select_related("tenant")
+        .defer("conversation")
+        .order_by("-updated_at")[:limit]
+    )
 
 
 def operation_get(*, user: User, public_id: str) -> Operation:
@@ -52,4 +66,18 @@ def operation_guards(*, operation: Operation) -> list[dict[str, Any]]:
     return [
         {"name": name, "unit": unit, "limit": operation.budgets.get(name), "used": used[name]}
         for name, (_code, unit) in GUARDS.items()
+    ]
+
+
+def operation_turns_with_cost(*, operation: Operation) -> list[dict[str, Any]]:
+    """The prefetched turns, each as ``{"turn", "calls", "cost_micros"}`` (micro-USD)."""
+    return [
+        {
+            "turn": turn,
+            "calls": list(turn.calls.all()),
+            "cost_micros": cost_micros(
+                model=turn.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens
+            ),
+        }
+        for turn in operation.turns.all()
     ]

@@ -4,6 +4,7 @@ from toolcalls import views
 
 app_name = "operations"
 urlpatterns = [
+    path("escalated/", views.escalations, name="escalations"),
     path("<str:public_id>/", views.operation_detail, name="detail"),
     path("<str:public_id>/extend/", views.operation_extend_view, name="extend"),
     path("<str:public_id>/stop/", views.operation_stop_view, name="stop"),

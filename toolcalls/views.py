@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from toolcalls import selectors
+from toolcalls.diagram import operation_diagram
 from toolcalls.forms import ExtendForm, ResolveForm, StopForm
 from toolcalls.http import AuthenticatedHttpRequest
 from toolcalls.models import Operation
@@ -32,9 +33,14 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
     operation = _operation(request, public_id)
     can_resolve = request.user.has_perm(RESOLVE_PERMISSION)
     escalated = operation.state == OperationState.ESCALATED
+    timeline = list(selectors.operation_timeline(operation=operation))
+    turns = selectors.operation_turns_with_cost(operation=operation)
+    path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
     context = {
         "operation": operation,
-        "timeline": selectors.operation_timeline(operation=operation),
+        "turns": turns,
+        "timeline": timeline,
+        "diagram": operation_diagram(transitions=path, current=operation.state),
         "guards": selectors.operation_guards(operation=operation),
         "can_resolve": can_resolve and escalated,
         "extend_form": ExtendForm(budgets=operation.budgets) if can_resolve and escalated else None,
@@ -42,6 +48,12 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "resolve_form": ResolveForm() if can_resolve and escalated else None,
     }
     return render(request, "toolcalls/operation_detail.html", context)
+
+
+@login_required
+def escalations(request: AuthenticatedHttpRequest) -> HttpResponse:
+    operations = selectors.operations_escalated(user=request.user)
+    return render(request, "toolcalls/escalations.html", {"operations": operations})
 
 
 def _act(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
