@@ -122,7 +122,12 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         verb = "Approved" if decision == "approve" else "Denied"
         messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")
         return redirect("operations:detail", public_id=approval.operation.public_id)
-    context = {"approval": approval, "decision": decision, "form": form}
+    context = {
+        "approval": approval,
+        "decision": decision,
+        "form": form,
+        "arguments_pretty": _pretty(approval.canonical_arguments),
+    }
     return render(request, "approvals/decide.html", context)
 
 

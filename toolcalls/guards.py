@@ -94,7 +94,7 @@ def turn_trip(operation: Operation, *, now: datetime) -> Trip | None:
     for name, value in used.items():
         if value >= budgets[name]:
             code, unit = GUARDS[name]
-            return Trip(name, f"{code}: {value:g} {unit} reached the limit of {budgets[name]:g}")
+            return Trip(name, f"{code}: {value:g} {unit} used, limit {budgets[name]:g}")
     return None
 
 

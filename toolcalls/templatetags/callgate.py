@@ -36,3 +36,11 @@ def field_label(name: str) -> str:
     """``already_refunded_cents`` → ``Already refunded`` (amounts are shown formatted)."""
     words = name.removesuffix("_cents").replace("_", " ")
     return words[:1].upper() + words[1:]
+
+
+@register.filter
+def shorten(value: Any, length: int = 24) -> str:
+    """Long values (digests, keys) cut to ``length`` characters with an ellipsis; the full
+    value stays in the element's title."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= length else text[: length - 1] + "…"
