@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from approvals import views as approval_views
 
@@ -13,4 +14,7 @@ urlpatterns = [
     path("console/search/", approval_views.search, name="search"),
     path("console/operations/", include("toolcalls.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("toolcalls.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -13,6 +13,40 @@ from typing import Any, Protocol
 from providers.base import Outcome, ProviderAdapter, ToolResultMessage, WireReply
 from providers.errors import TransportError
 
+_REPLY: dict[str, Any] = {
+    "type": "object",
+    "required": ["kind", "http_status"],
+    "properties": {
+        "kind": {"enum": ["response", "stream", "http_error"]},
+        "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "body": {},
+        "events": {"type": "array", "items": {"type": "object", "required": ["event", "data"]}},
+    },
+    "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
+}
+_BRANCHING_REPLY: dict[str, Any] = {
+    "type": "object",
+    "required": ["after_results"],
+    "additionalProperties": False,
+    "properties": {
+        "after_results": {
+            "type": "object",
+            "required": ["ok", "error"],
+            "additionalProperties": False,
+            "properties": {"ok": _REPLY, "error": _REPLY},
+        }
+    },
+}
+#: JSON Schema (Draft 2020-12) of one scripted reply of :class:`ReplayTransport`: a fixture-format
+#: case (``kind``, ``http_status``, ``headers``, ``body`` or ``events``) or a reply that branches
+#: on the results it was sent (``after_results``).
+REPLY_SCHEMA: dict[str, Any] = {
+    "if": {"required": ["after_results"]},
+    "then": _BRANCHING_REPLY,
+    "else": _REPLY,
+}
+
 #: Called with each streamed event as it arrives, for progress reporting only.
 OnEvent = Callable[[Mapping[str, Any]], None]
 

@@ -70,6 +70,7 @@ class Operation(models.Model):
     )
     input_text = models.TextField()
     tool_names = models.JSONField(help_text="Registry tools offered to the model.")
+    metadata = models.JSONField(default=dict, blank=True, help_text="The caller's own labels.")
     state = models.CharField(
         max_length=20, choices=OperationState.choices, default=OperationState.PENDING
     )

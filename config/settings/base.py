@@ -27,7 +27,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "toolcalls",
+    "toolcalls.api",
     "approvals",
     "toolcalls.demo",
 ]
@@ -84,6 +87,38 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 
+# --- REST API -----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["toolcalls.api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["toolcalls.api.auth.HasScopes"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"api_key": env("CALLGATE_API_RATE", default="600/min")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Callgate API",
+    "DESCRIPTION": (
+        "Start and follow tool-calling operations, read their turns, calls and audit events, "
+        "and decide approvals. Authenticate with `Authorization: Bearer cg_…` (an API key bound "
+        "to one tenant and a set of scopes). Every POST needs an `Idempotency-Key`. Errors are "
+        '`{"error": {"code", "message", "details"}}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+# The throttle counts per API key in this cache: Redis in production so every web process
+# shares it (CACHE_URL), process memory otherwise.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+# Seconds after which an Idempotency-Key still in flight is taken to belong to a dead request
+# (far beyond any web worker's timeout), so an identical retry may run it.
+CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
+
 # --- Celery -------------------------------------------------------------------------------------
 # An empty broker URL means "no broker": tasks run in-process, right after the commit that
 # enqueued them (the embedded demo). With Redis, the database stays the source of truth and the
@@ -102,6 +137,7 @@ CELERY_TASK_DEFAULT_QUEUE = "callgate"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
+    "webhook-retry-due": {"task": "api.webhook_retry_due", "schedule": 30.0},
 }
 
 # --- Callgate -----------------------------------------------------------------------------------
@@ -172,6 +208,12 @@ CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
 CALLGATE_KEY_WAITS = env.int("CALLGATE_KEY_WAITS", default=30)
 # Byte limit (UTF-8) on the streamed argument text of one call.
 CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
+# Webhooks (toolcalls.api.webhooks): seconds allowed per POST; attempts before a delivery is
+# FAILED (2 s backoff doubling per attempt, capped at an hour); whether endpoints may resolve to
+# private, loopback or link-local addresses (never in production: it lets a tenant reach inside).
+CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)
+CALLGATE_WEBHOOK_MAX_ATTEMPTS = env.int("CALLGATE_WEBHOOK_MAX_ATTEMPTS", default=8)
+CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=False)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
 CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: refunds above this amount (cents) need an operator's approval.

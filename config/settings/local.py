@@ -4,3 +4,5 @@ from config.settings.base import *  # noqa: F403
 from config.settings.base import env
 
 DEBUG = env.bool("DEBUG", default=True)
+# Webhook receivers on this machine (127.0.0.1) are allowed.
+CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=True)

@@ -14,36 +14,12 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
+from providers.transports import REPLY_SCHEMA
 from toolcalls.models import ReplayScript
 from toolcalls.storage import storable
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
 
-_CASE: dict[str, Any] = {
-    "type": "object",
-    "required": ["kind", "http_status"],
-    "properties": {
-        "kind": {"enum": ["response", "stream", "http_error"]},
-        "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-        "body": {},
-        "events": {"type": "array", "items": {"type": "object", "required": ["event", "data"]}},
-    },
-    "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
-}
-_BRANCH: dict[str, Any] = {
-    "type": "object",
-    "required": ["after_results"],
-    "additionalProperties": False,
-    "properties": {
-        "after_results": {
-            "type": "object",
-            "required": ["ok", "error"],
-            "additionalProperties": False,
-            "properties": {"ok": _CASE, "error": _CASE},
-        }
-    },
-}
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["family", "model", "input", "replies"],
@@ -56,7 +32,7 @@ SCHEMA: dict[str, Any] = {
         "replies": {
             "type": "array",
             "minItems": 1,
-            "items": {"if": {"required": ["after_results"]}, "then": _BRANCH, "else": _CASE},
+            "items": REPLY_SCHEMA,
         },
     },
 }

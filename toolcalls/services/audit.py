@@ -15,11 +15,15 @@ from django.utils import timezone
 
 from toolcalls.binding import digest
 from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.services.enqueue import enqueue_webhook_fanout
 
 _SECRET_KEY = re.compile(
     r"(secret|token|passw|api[_-]?key|authorization|credential|private[_-]?key|cookie)", re.I
 )
 MASK = "***"
+#: Kinds that are also webhook events (``toolcalls.api.webhooks.EVENT_TYPES``): recording one
+#: fans it out to the tenant's endpoints after commit.
+WEBHOOK_KINDS = frozenset({"operation.transition", "approval.requested", "approval.transition"})
 
 
 def mask_secrets(value: Any) -> Any:
@@ -96,4 +100,6 @@ def audit_record(
     operation.audit_head = event.hash
     if save_operation:
         operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
+    if kind in WEBHOOK_KINDS:
+        enqueue_webhook_fanout(event_pk=event.pk)
     return event

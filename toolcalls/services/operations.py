@@ -17,8 +17,9 @@ from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import Operation, ReplayScript, Tenant
 from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import live_settings
-from toolcalls.states import OperationState
+from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 
 class OperationError(ValueError):
@@ -42,11 +43,13 @@ def operation_start(
     transport: str = Operation.Transport.REPLAY,
     stream: bool | None = None,
     budgets: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit.
 
     ``tool_names`` (default: every registered tool) must all be registered. ``transport`` is
-    ``replay`` (needs ``replay_script``) or ``live`` (the family's provider needs an API key in
+    ``replay`` (needs ``replay_script``; an unsaved one is saved with the operation, so a refused
+    start keeps nothing) or ``live`` (the family's provider needs an API key in
     ``CALLGATE_PROVIDERS``); ``stream`` defaults to ``CALLGATE_LIVE_STREAMING``. ``budgets``
     overrides guard defaults within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
     Raises :class:`OperationError`
@@ -73,6 +76,8 @@ def operation_start(
     if transport == Operation.Transport.LIVE and live_settings(adapter.provider) is None:
         raise OperationError("no_credentials", f"no API key configured for {adapter.provider}")
     with transaction.atomic(durable=True):
+        if replay_script is not None and replay_script._state.adding:
+            replay_script.save()
         operation = Operation.objects.create(
             tenant=tenant,
             requested_by=requested_by,
@@ -85,6 +90,7 @@ def operation_start(
             input_text=input_text,
             tool_names=names,
             budgets=effective,
+            metadata=dict(metadata or {}),
             deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
             conversation=adapter.start_conversation(user_input=input_text),
         )
@@ -102,4 +108,25 @@ def operation_start(
             },
         )
         enqueue_turn(operation_pk=operation.pk)
+    return operation
+
+
+def operation_cancel(*, operation_pk: int, actor: str, reason: str) -> Operation:
+    """Cancel an operation that has not ended (CANCELLED). Calls already running finish and are
+    recorded, but nothing new starts; pending approvals are superseded. Raises
+    :class:`OperationError` (``already_ended``)."""
+    with transaction.atomic(durable=True):
+        operation = Operation.objects.select_for_update().get(pk=operation_pk)
+        if operation.state in OPERATION_TERMINAL:
+            raise OperationError(
+                "already_ended", f"the operation already ended ({operation.state})"
+            )
+        operation.lease_token, operation.lease_expires_at = "", None
+        operation_transition(
+            operation=operation,
+            to_state=OperationState.CANCELLED,
+            actor=actor,
+            reason=f"CANCELLED: {reason}",
+            update_fields=["lease_token", "lease_expires_at"],
+        )
     return operation

@@ -1,0 +1,120 @@
+"""Approvals API: list, retrieve, decide (``approvals:decide``). Four-eyes applies to the
+service identity that created the operation, exactly as to people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import pagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
+from approvals.models import ApprovalRequest
+from approvals.services import ApprovalError, approval_decide
+from toolcalls.api import examples
+from toolcalls.api.errors import ApiError
+from toolcalls.api.idempotency import idempotent
+from toolcalls.api.views import ERRORS, READ, ApiListView, ApiView
+from toolcalls.states import ApprovalState
+
+DECIDE = "approvals:decide"
+#: ApprovalError codes → HTTP status.
+_STATUS = {
+    "expired": 410,
+    "already_decided": 409,
+    "superseded": 409,
+    "self_approval": 403,
+    "not_permitted": 403,
+    "reason_required": 400,
+    "invalid_edit": 400,
+}
+
+
+class SoonestExpiry(pagination.CursorPagination):
+    ordering = ("expires_at", "id")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class _Approvals(ApiView):
+    def approvals(self) -> QuerySet[ApprovalRequest]:
+        return ApprovalRequest.objects.filter(tenant=self.key().tenant).select_related(
+            "operation", "call", "requested_by", "decided_by"
+        )
+
+
+@extend_schema(tags=["approvals"])
+class ApprovalsView(_Approvals, ApiListView):
+    """Approvals of the tenant, pending by default, soonest expiry first."""
+
+    scopes = {"GET": (READ,)}
+    serializer_class = ApprovalSerializer
+    pagination_class = SoonestExpiry
+
+    def get_queryset(self) -> QuerySet[ApprovalRequest]:
+        params = self.request.query_params
+        rows = self.approvals().filter(state=params.get("state") or ApprovalState.PENDING)
+        if params.get("tool"):
+            rows = rows.filter(tool_name=params["tool"])
+        if params.get("risk"):
+            rows = rows.filter(risk=params["risk"])
+        return rows
+
+    @extend_schema(
+        summary="List approvals",
+        parameters=[
+            OpenApiParameter("state", str, enum=ApprovalState.values, default="PENDING"),
+            OpenApiParameter("tool", str),
+            OpenApiParameter("risk", str, enum=["read", "write", "irreversible"]),
+            OpenApiParameter("limit", int),
+        ],
+        responses={200: ApprovalSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+@extend_schema(tags=["approvals"])
+class ApprovalDetailView(_Approvals):
+    scopes = {"GET": (READ,)}
+
+    @extend_schema(summary="Retrieve an approval", responses={200: ApprovalSerializer, **ERRORS})
+    def get(self, request: Request, public_id: str) -> Response:
+        approval = get_object_or_404(self.approvals(), public_id=public_id)
+        return Response(ApprovalSerializer(approval).data)
+
+
+@extend_schema(tags=["approvals"])
+class ApprovalDecideView(_Approvals):
+    scopes = {"POST": (DECIDE,)}
+
+    @extend_schema(
+        summary="Approve (optionally with edited arguments) or deny",
+        request=DecisionSerializer,
+        responses={200: ApprovalSerializer, 410: ERRORS[400], **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.DECIDE_APPROVE, examples.DECIDE_EDIT, examples.DECIDE_DENY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        approval = get_object_or_404(self.approvals(), public_id=public_id)
+        body = DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            approval_decide(
+                approval_pk=approval.pk,
+                actor=self.key().service_user,
+                approve=data["decision"] == "approve",
+                reason=data["reason"],
+                arguments=data.get("arguments"),
+            )
+        except ApprovalError as exc:
+            raise ApiError(_STATUS.get(exc.code, 409), exc.code, exc.message) from None
+        approval.refresh_from_db()
+        return Response(ApprovalSerializer(approval).data)

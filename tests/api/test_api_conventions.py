@@ -1,0 +1,509 @@
+"""What every endpoint shares: API-key authentication, scopes, tenant isolation, the four-eyes
+rule for services, ``Idempotency-Key`` on POSTs, the one error shape, the per-key rate limit and
+the OpenAPI documentation."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.core.cache import cache
+from django.urls import URLPattern
+from django.utils import timezone
+from drf_spectacular.validation import validate_schema
+from rest_framework.test import APIClient
+
+from approvals.models import ApprovalRequest
+from tests.api.support import (
+    ALL_SCOPES,
+    API,
+    AUDIT,
+    DECIDE,
+    READ,
+    WRITE,
+    create,
+    create_body,
+    error_of,
+    get,
+    keyed_client,
+    new_key,
+    other_tenant,
+    post,
+)
+from tests.replies import final
+from toolcalls.api import urls as api_urls
+from toolcalls.api import views
+from toolcalls.api.auth import api_key_create
+from toolcalls.api.errors import unknown_path
+from toolcalls.api.models import ApiKey, IdempotentRequest
+from toolcalls.demo.services import DemoSeed
+from toolcalls.models import Operation
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
+
+#: (method, path with ``{op}``/``{apr}`` for a parked refund and its approval, scope it needs).
+ENDPOINTS: list[tuple[str, str, str]] = [
+    ("GET", "/operations", READ),
+    ("POST", "/operations", WRITE),
+    ("GET", "/operations/{op}", READ),
+    ("POST", "/operations/{op}/cancel", WRITE),
+    ("POST", "/operations/{op}/extend", WRITE),
+    ("POST", "/operations/{op}/stop", WRITE),
+    ("GET", "/operations/{op}/turns", READ),
+    ("GET", "/operations/{op}/calls", READ),
+    ("GET", "/operations/{op}/events", READ),
+    ("GET", "/approvals", READ),
+    ("GET", "/approvals/{apr}", READ),
+    ("POST", "/approvals/{apr}/decide", DECIDE),
+    ("GET", "/tools", READ),
+]
+#: A valid body for each POST (starting an operation: a refund on scripted replies).
+BODIES: dict[str, dict[str, Any]] = {
+    "/cancel": {"reason": "test"},
+    "/stop": {"reason": "test"},
+    "/extend": {},
+    "/decide": {"decision": "approve"},
+}
+#: Object endpoints (for tenant isolation).
+OBJECT_ENDPOINTS = [e for e in ENDPOINTS if "{" in e[1]]
+
+
+@pytest.fixture
+def parked(demo: DemoSeed) -> dict[str, str]:
+    """A refund of ``acme`` waiting for approval: ``op`` and ``apr`` IDs."""
+    client, _ = keyed_client(demo.tenant, READ, WRITE, name="checkout")
+    operation = create(client)
+    (approval,) = get(client, "/approvals").json()["results"]
+    return {"op": operation["id"], "apr": approval["id"]}
+
+
+def _call(client: APIClient, method: str, path: str, ids: dict[str, str]) -> Any:
+    url = path.format(**ids)
+    if method == "GET":
+        return get(client, url)
+    suffix = "/" + url.rsplit("/", 1)[-1]
+    body = BODIES.get(suffix, create_body() if url == "/operations" else {})
+    return post(client, url, body)
+
+
+def _id(endpoint: tuple[str, str, str]) -> str:
+    return f"{endpoint[0]} {endpoint[1]}"
+
+
+# --- authentication and scopes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=_id)
+def test_every_endpoint_needs_a_key(parked: dict[str, str], endpoint: tuple[str, str, str]) -> None:
+    method, path, _ = endpoint
+    response = _call(APIClient(), method, path, parked)
+    error = error_of(response, 401, "unauthenticated")
+    assert error["message"]
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=_id)
+def test_every_endpoint_refuses_a_key_without_its_scope(
+    demo: DemoSeed, parked: dict[str, str], endpoint: tuple[str, str, str]
+) -> None:
+    method, path, scope = endpoint
+    client, _ = keyed_client(demo.tenant, *[s for s in ALL_SCOPES if s != scope])
+    error = error_of(_call(client, method, path, parked), 403, "forbidden")
+    assert scope in error["message"]
+    # Refused before anything happened.
+    assert Operation.objects.get().state == "WAITING_APPROVAL"
+    assert ApprovalRequest.objects.get().state == "PENDING"
+
+
+@pytest.mark.parametrize("endpoint", [e for e in ENDPOINTS if e[0] == "GET"], ids=_id)
+def test_head_needs_the_scope_of_get(
+    demo: DemoSeed, parked: dict[str, str], endpoint: tuple[str, str, str]
+) -> None:
+    _, path, scope = endpoint
+    client, _ = keyed_client(demo.tenant, *[s for s in ALL_SCOPES if s != scope])
+    assert client.head(f"{API}{path.format(**parked)}").status_code == 403
+    reader, _ = keyed_client(demo.tenant, scope)
+    assert reader.head(f"{API}{path.format(**parked)}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer cg_{prefix}_{secret}x",
+        "Bearer cg_000000000000_{secret}",
+        "Bearer cg_{prefix}",
+        "Bearer {secret}",
+        "Token cg_{prefix}_{secret}",
+        "Bearer cg_{prefix}\x00_{secret}",
+        "Bearer cg_\x00_{secret}",
+        "Bearer",
+        "Bearer ",
+    ],
+)
+def test_a_wrong_key_is_401(demo: DemoSeed, header: str) -> None:
+    key, secret = _raw_key(demo)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header.format(prefix=key.prefix, secret=secret))
+    response = get(client, "/tools")
+    error_of(response, 401, "unauthenticated")
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_the_scheme_is_case_insensitive(demo: DemoSeed) -> None:
+    key, secret = _raw_key(demo)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"bearer cg_{key.prefix}_{secret}")
+    assert get(client, "/tools").status_code == 200
+
+
+def test_a_revoked_key_is_401(demo: DemoSeed) -> None:
+    client, key = keyed_client(demo.tenant, READ)
+    assert get(client, "/tools").status_code == 200
+    ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+    error = error_of(get(client, "/tools"), 401, "unauthenticated")
+    assert "revoked" in error["message"]
+
+
+def test_a_used_key_records_when(demo: DemoSeed) -> None:
+    client, key = keyed_client(demo.tenant, READ)
+    assert key.last_used_at is None
+    assert get(client, "/tools").status_code == 200
+    key.refresh_from_db()
+    assert key.last_used_at is not None
+
+
+def _raw_key(demo: DemoSeed) -> tuple[ApiKey, str]:
+    """A key and its secret (the part after ``cg_<prefix>_``)."""
+    key, full = new_key(demo.tenant, READ, name="raw")
+    return key, full.removeprefix(f"cg_{key.prefix}_")
+
+
+def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
+    with pytest.raises(ValueError, match="unknown scopes: operations:delete"):
+        api_key_create(tenant=demo.tenant, name="x", scopes=[READ, "operations:delete"])
+
+
+# --- tenants and four-eyes --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", OBJECT_ENDPOINTS, ids=_id)
+def test_another_tenants_objects_are_404(
+    parked: dict[str, str], endpoint: tuple[str, str, str]
+) -> None:
+    method, path, _ = endpoint
+    outsider, _ = keyed_client(other_tenant(), *ALL_SCOPES)
+    error_of(_call(outsider, method, path, parked), 404, "not_found")
+    assert Operation.objects.get(public_id=parked["op"]).state == "WAITING_APPROVAL"
+
+
+def test_another_tenants_objects_are_never_listed(parked: dict[str, str]) -> None:
+    outsider, _ = keyed_client(other_tenant(), *ALL_SCOPES)
+    own = create(outsider, replies=[final()])
+    listed = get(outsider, "/operations").json()["results"]
+    assert [o["id"] for o in listed] == [own["id"]]
+    for state in ("PENDING", "APPROVED", "DENIED", "EXPIRED"):
+        assert get(outsider, "/approvals", {"state": state}).json()["results"] == []
+    assert get(outsider, "/operations", {"state": "WAITING_APPROVAL"}).json()["results"] == []
+
+
+def test_a_key_cannot_decide_what_it_requested(demo: DemoSeed) -> None:
+    service, _ = keyed_client(demo.tenant, *ALL_SCOPES, name="all-in-one")
+    reviewer, _ = keyed_client(demo.tenant, DECIDE, name="reviewer")
+    operation = create(service)
+    (approval,) = get(service, "/approvals").json()["results"]
+    url = f"/approvals/{approval['id']}/decide"
+    error_of(post(service, url, {"decision": "approve"}), 403, "self_approval")
+    response = post(reviewer, url, {"decision": "approve"})
+    assert response.status_code == 200, response.content
+    assert get(service, f"/operations/{operation['id']}").json()["state"] == "COMPLETED"
+
+
+# --- idempotency ------------------------------------------------------------------------------
+
+
+def test_the_same_key_and_body_replay_the_first_response(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+    first = post(client, "/operations", body, idempotency_key="order-42")
+    assert first.status_code == 201 and "Idempotent-Replayed" not in first
+    again = post(client, "/operations", body, idempotency_key="order-42")
+    assert again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert Operation.objects.count() == 1
+
+
+def test_the_same_key_with_another_body_is_409(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    post(client, "/operations", create_body(replies=[final()]), idempotency_key="k")
+    response = post(client, "/operations", create_body(replies=[final("Hi.")]), idempotency_key="k")
+    error_of(response, 409, "idempotency_key_reused")
+    # The same key on another path is another request too.
+    error_of(
+        post(client, "/operations/op_x/cancel", {}, idempotency_key="k"),
+        409,
+        "idempotency_key_reused",
+    )
+    assert Operation.objects.count() == 1
+
+
+def test_an_error_response_is_remembered_too(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(tools=["launch_rocket"])
+    first = error_of(post(client, "/operations", body, idempotency_key="e"), 400, "unknown_tool")
+    again = post(client, "/operations", body, idempotency_key="e")
+    assert error_of(again, 400, "unknown_tool") == first
+    assert again["Idempotent-Replayed"] == "true"
+
+
+def test_a_post_without_idempotency_key_is_400(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    for value in (None, "", "   "):
+        extra = {} if value is None else {"HTTP_IDEMPOTENCY_KEY": value}
+        response = client.post(f"{API}/operations", create_body(), format="json", **extra)
+        error_of(response, 400, "idempotency_key_required")
+    too_long = post(client, "/operations", create_body(), idempotency_key="k" * 256)
+    error_of(too_long, 400, "invalid_request")
+    assert not Operation.objects.exists()
+    assert not IdempotentRequest.objects.exists()
+
+
+def test_a_key_still_in_flight_is_409(demo: DemoSeed) -> None:
+    client, key = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+    first = post(client, "/operations", body, idempotency_key="warm-up")
+    IdempotentRequest.objects.create(
+        api_key=key,
+        key="busy",
+        request_sha256=IdempotentRequest.objects.get(key="warm-up").request_sha256,
+    )
+    assert first.status_code == 201
+    error_of(
+        post(client, "/operations", body, idempotency_key="busy"), 409, "idempotency_key_in_flight"
+    )
+    assert Operation.objects.count() == 1
+
+
+def test_a_key_left_in_flight_by_a_dead_request_is_taken_over(
+    demo: DemoSeed, settings: Any
+) -> None:
+    settings.CALLGATE_API_IN_FLIGHT_S = 60
+    client, key = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+    post(client, "/operations", body, idempotency_key="warm-up")
+    fingerprint = IdempotentRequest.objects.get(key="warm-up").request_sha256
+    dead = IdempotentRequest.objects.create(api_key=key, key="dead", request_sha256=fingerprint)
+    IdempotentRequest.objects.filter(pk=dead.pk).update(
+        created_at=timezone.now() - timedelta(seconds=61)
+    )
+    # Another body under the abandoned key is still refused.
+    other = create_body(replies=[final("Hi.")])
+    error_of(
+        post(client, "/operations", other, idempotency_key="dead"), 409, "idempotency_key_reused"
+    )
+    taken = post(client, "/operations", body, idempotency_key="dead")
+    assert taken.status_code == 201 and "Idempotent-Replayed" not in taken
+    assert post(client, "/operations", body, idempotency_key="dead").json() == taken.json()
+    assert Operation.objects.count() == 2
+
+
+def test_idempotency_keys_are_per_api_key(demo: DemoSeed) -> None:
+    one, _ = keyed_client(demo.tenant, READ, WRITE)
+    two, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+    first = post(one, "/operations", body, idempotency_key="shared")
+    second = post(two, "/operations", body, idempotency_key="shared")
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert "Idempotent-Replayed" not in second
+    assert first.json()["id"] != second.json()["id"]
+    assert Operation.objects.count() == 2
+
+
+def test_a_server_error_is_not_remembered(demo: DemoSeed, monkeypatch: pytest.MonkeyPatch) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("the database fell over")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(views, "operation_start", broken)
+        response = post(client, "/operations", body, idempotency_key="retry-me")
+        error = error_of(response, 500, "internal_error")
+        assert "fell over" not in error["message"]
+    assert not IdempotentRequest.objects.exists()
+    retried = post(client, "/operations", body, idempotency_key="retry-me")
+    assert retried.status_code == 201 and "Idempotent-Replayed" not in retried
+
+
+# --- the one error shape ----------------------------------------------------------------------
+
+
+def test_other_failures_take_the_one_shape(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    error_of(client.delete(f"{API}/operations"), 405, "method_not_allowed")
+    error_of(client.put(f"{API}/tools", {}, format="json"), 405, "method_not_allowed")
+    form = client.post(
+        f"{API}/operations", {"family": "x"}, format="multipart", HTTP_IDEMPOTENCY_KEY="f"
+    )
+    error_of(form, 415, "unsupported_media_type")
+    error_of(client.get(f"{API}/tools", HTTP_ACCEPT="application/xml"), 406, "not_acceptable")
+    error_of(get(client, "/operations", {"cursor": "garbage"}), 404, "not_found")
+
+
+def _nested(depth: int) -> str:
+    return '{"x":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("path", "fragment", "code"),
+    [
+        ("/operations?family=openai%00responses", None, "invalid_request"),
+        ("/operations?state%00=COMPLETED", None, "invalid_request"),
+        ("/operations?cursor=%00", None, "invalid_request"),
+        ("/approvals?tool=submit%00refund", None, "invalid_request"),
+        ("/operations/op_%00/events", None, "invalid_request"),
+        ("/approvals/apr_%00", None, "invalid_request"),
+        ("/operations", r'"metadata": {"ticket\u0000": "T-1"}', "invalid_request"),
+        ("/operations", r'"family": "openai\u0000responses"', "invalid_request"),
+        ("/operations", r'"budgets": {"\ud800": 1}', "invalid_request"),
+        ("/operations", r'"replies": [{"kind": "response", "body": "\ud83d"}]', "invalid_request"),
+        ("/operations", f'"metadata": {_nested(100)}', "malformed_request"),
+        ("/operations", f'"replies": [{_nested(5000)}]', "malformed_request"),
+    ],
+)
+def test_what_the_database_cannot_hold_is_400_not_500(
+    demo: DemoSeed, path: str, fragment: str | None, code: str
+) -> None:
+    """NUL and unpaired surrogates (PostgreSQL can neither compare nor store them) and bodies
+    nested deeper than any provider reply are refused before any query. ``fragment`` (raw JSON,
+    escapes as written) replaces a field of a valid start request."""
+    client, _ = keyed_client(demo.tenant, *ALL_SCOPES)
+    if fragment is None:
+        response = client.get(f"{API}{path}")
+    else:
+        raw = json.dumps(create_body(replies=[final()]))[:-1] + f", {fragment}}}"
+        response = client.post(
+            f"{API}{path}", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
+        )
+    error_of(response, 400, code)
+    assert not Operation.objects.exists()
+    assert not IdempotentRequest.objects.exists()
+
+
+def test_an_idempotency_key_with_nul_is_400(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    response = post(client, "/operations", create_body(replies=[final()]), idempotency_key="a\x00")
+    error_of(response, 400, "invalid_request")
+    assert not Operation.objects.exists()
+
+
+# --- rate limit -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_rate(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Two requests a minute per key (the rate is read when the throttle is built)."""
+    monkeypatch.setattr(views.ApiKeyThrottle, "rate", "2/min", raising=False)
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.mark.usefixtures("tiny_rate")
+def test_over_the_rate_is_429_with_retry_after(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    other, _ = keyed_client(demo.tenant, READ)
+    assert get(client, "/tools").status_code == 200
+    assert get(client, "/operations").status_code == 200
+    response = get(client, "/tools")
+    error = error_of(response, 429, "rate_limited")
+    assert error["message"]
+    assert 1 <= int(response["Retry-After"]) <= 60
+    error_of(post(client, "/operations", create_body()), 429, "rate_limited")
+    assert not Operation.objects.exists()
+    # Per key: another key of the same tenant is not slowed down; health is never throttled.
+    assert get(other, "/tools").status_code == 200
+    assert get(APIClient(), "/health/live").status_code == 200
+
+
+# --- OpenAPI ----------------------------------------------------------------------------------
+
+
+def _documented_paths() -> dict[str, set[str]]:
+    """Every endpoint of ``toolcalls.api.urls`` as an OpenAPI path → its HTTP methods (the
+    catch-all that answers unknown paths is not an endpoint)."""
+    paths: dict[str, set[str]] = {}
+    for pattern in api_urls.urlpatterns:
+        assert isinstance(pattern, URLPattern)
+        if pattern.callback is unknown_path:
+            continue
+        route = re.sub(r"<str:(\w+)>", r"{\1}", str(pattern.pattern))
+        view = pattern.callback.view_class  # type: ignore[attr-defined]
+        methods = {m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)}
+        paths[f"{API}/{route}"] = methods
+    return paths
+
+
+def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint() -> None:
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200, response.content
+    schema = response.json()
+    validate_schema(schema)
+    assert schema["openapi"].startswith("3.")
+    documented = {path: set(ops) for path, ops in schema["paths"].items()}
+    assert documented == _documented_paths()
+    assert schema["components"]["securitySchemes"]["ApiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key `cg_<prefix>_<secret>`, bound to one tenant and its scopes.",
+    }
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            assert "200" in operation["responses"] or "201" in operation["responses"], path
+            if method == "post":
+                headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
+                assert headers["Idempotency-Key"]["required"] is True, path
+            if "/health/" not in path:
+                assert operation["security"] == [{"ApiKey": []}], path
+                assert {"401", "403", "429"} <= set(operation["responses"]), path
+
+
+def test_an_unknown_api_path_is_404_in_the_one_shape(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ)
+    error_of(client.get(f"{API}/operation"), 404, "not_found")
+
+
+def test_the_yaml_schema_is_served_too() -> None:
+    response = APIClient().get("/api/schema/")
+    assert response.status_code == 200
+    assert response.content.startswith(b"openapi: 3.")
+
+
+def test_swagger_ui_is_served_to_anonymous_visitors() -> None:
+    assert APIClient().get("/api/docs/").status_code == 200
+
+
+def test_swagger_ui_is_served_from_local_assets() -> None:
+    response = APIClient().get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assets += re.findall(r"""["'](/static/[^"']+)["']""", html)
+    assert any("swagger-ui-bundle.js" in a for a in assets), assets
+    local = [a for a in assets if a.startswith("/static/")]
+    assert local and all(a.startswith("/static/drf_spectacular_sidecar/") for a in local), local
+    for asset in local:
+        assert finders.find(asset.removeprefix("/static/")), asset
+    assert not re.search(r"https?://", html), re.findall(r"https?://\S+", html)
+    for cdn in ("cdn", "unpkg", "jsdelivr", "cloudflare"):
+        assert cdn not in html.lower()
+    assert "/api/schema/" in html
+
+
+def test_every_scope_is_used_by_some_endpoint() -> None:
+    assert {scope for _, _, scope in ENDPOINTS} | {AUDIT} == set(ALL_SCOPES)

@@ -1,0 +1,227 @@
+"""Approvals endpoints: the pending queue, one approval, and decisions (approve, approve with
+edited arguments, deny) with the four-eyes rule, over HTTP with API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from tests.api.support import (
+    DECIDE,
+    READ,
+    WRITE,
+    create,
+    error_of,
+    get,
+    keyed_client,
+    post,
+)
+from toolcalls.demo.models import LedgerEntry
+from toolcalls.demo.services import DemoSeed
+from toolcalls.states import ApprovalState, OperationState
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
+
+S = OperationState
+APPROVAL_FIELDS = {
+    "id", "state", "operation", "call_id", "tool", "risk", "arguments", "arguments_sha256",
+    "original_arguments", "amount_cents", "reason", "schema_version", "policy_revision",
+    "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "decision_reason",
+}  # fmt: skip
+
+
+@pytest.fixture
+def requester(demo: DemoSeed) -> APIClient:
+    """The service that starts operations (it may decide approvals too, but not its own)."""
+    return keyed_client(demo.tenant, READ, WRITE, DECIDE, name="checkout")[0]
+
+
+@pytest.fixture
+def operator(demo: DemoSeed) -> APIClient:
+    """A second service of the same tenant that decides approvals."""
+    return keyed_client(demo.tenant, READ, DECIDE, name="review")[0]
+
+
+def _parked(client: APIClient, scenario: str = "refund_approve") -> tuple[str, dict[str, Any]]:
+    """Start a refund that parks for approval; its operation ID and pending approval."""
+    operation = create(client, scenario)
+    assert operation["state"] == S.WAITING_APPROVAL
+    results = get(client, "/approvals").json()["results"]
+    (approval,) = [a for a in results if a["operation"] == operation["id"]]
+    return operation["id"], approval
+
+
+def _decide(client: APIClient, approval_id: str, **body: Any) -> Any:
+    return post(client, f"/approvals/{approval_id}/decide", body)
+
+
+def test_pending_approval_shape(requester: APIClient) -> None:
+    operation_id, approval = _parked(requester)
+    assert set(approval) == APPROVAL_FIELDS
+    assert approval["id"].startswith("apr_")
+    assert approval["state"] == ApprovalState.PENDING
+    assert approval["operation"] == operation_id
+    assert (approval["tool"], approval["risk"], approval["amount_cents"]) == (
+        "submit_refund",
+        "irreversible",
+        4999,
+    )
+    assert approval["arguments"]["order_id"] == "ORD-1001"
+    assert approval["arguments"]["amount_cents"] == 4999
+    assert len(approval["arguments_sha256"]) == 64
+    assert approval["original_arguments"] is None
+    assert approval["requested_by"].startswith("service-acme-")
+    assert approval["decided_by"] is None and approval["decided_at"] is None
+    assert get(requester, f"/approvals/{approval['id']}").json() == approval
+    error_of(get(requester, "/approvals/apr_nope"), 404, "not_found")
+
+
+def test_list_is_pending_by_default_and_filters(requester: APIClient, operator: APIClient) -> None:
+    _, first = _parked(requester)
+    _, second = _parked(requester)
+
+    def listed(**params: str) -> list[str]:
+        response = get(requester, "/approvals", params)
+        assert response.status_code == 200, response.content
+        return [a["id"] for a in response.json()["results"]]
+
+    # Soonest expiry first.
+    assert listed() == [first["id"], second["id"]]
+    assert _decide(operator, first["id"], decision="approve").status_code == 200
+    assert listed() == [second["id"]]
+    assert listed(state="") == [second["id"]]  # an empty filter is no filter
+    assert listed(state=ApprovalState.APPROVED) == [first["id"]]
+    assert listed(state=ApprovalState.DENIED) == []
+    assert listed(tool="submit_refund") == [second["id"]]
+    assert listed(tool="get_order") == []
+    assert listed(risk="irreversible") == [second["id"]]
+    assert listed(risk="read") == []
+    paged = get(requester, "/approvals", {"limit": 1, "state": "APPROVED"}).json()
+    assert [a["id"] for a in paged["results"]] == [first["id"]] and paged["next"] is None
+
+
+def test_approve_resumes_and_refunds_once(requester: APIClient, operator: APIClient) -> None:
+    operation_id, approval = _parked(requester)
+    response = _decide(operator, approval["id"], decision="approve", reason="looks right")
+    assert response.status_code == 200, response.content
+    decided = response.json()
+    assert decided["state"] == ApprovalState.APPROVED
+    assert decided["decided_by"].startswith("service-acme-")
+    assert decided["decided_by"] != decided["requested_by"]
+    assert decided["decision_reason"] == "looks right" and decided["decided_at"]
+    operation = get(requester, f"/operations/{operation_id}").json()
+    assert operation["state"] == S.COMPLETED
+    assert "has been submitted" in operation["final_text"]
+    ledger = LedgerEntry.objects.get()
+    assert (ledger.operation_ref, ledger.amount_cents) == (operation_id, 4999)
+
+
+def test_approve_with_edited_arguments(requester: APIClient, operator: APIClient) -> None:
+    operation_id, approval = _parked(requester)
+    edited = {**approval["arguments"], "amount_cents": 3000}
+    response = _decide(operator, approval["id"], decision="approve", arguments=edited)
+    assert response.status_code == 200, response.content
+    decided = response.json()
+    assert decided["arguments"] == edited
+    assert decided["original_arguments"] == approval["arguments"]
+    assert decided["amount_cents"] == 3000
+    assert decided["arguments_sha256"] != approval["arguments_sha256"]
+    calls = get(requester, f"/operations/{operation_id}/calls").json()["results"]
+    submit = next(c for c in calls if c["tool"] == "submit_refund")
+    assert submit["arguments_edited"] is True and submit["arguments"] == edited
+    assert LedgerEntry.objects.get().amount_cents == 3000
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": "lots"},
+        {"order_id": "ORD-1001", "amount_cents": 3000},
+    ],
+)
+def test_an_invalid_edit_is_400_and_leaves_the_approval_pending(
+    requester: APIClient, operator: APIClient, arguments: dict[str, Any]
+) -> None:
+    _, approval = _parked(requester)
+    error = error_of(
+        _decide(operator, approval["id"], decision="approve", arguments=arguments),
+        400,
+        "invalid_edit",
+    )
+    assert error["message"]
+    assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
+    assert not LedgerEntry.objects.exists()
+
+
+def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:
+    operation_id, approval = _parked(requester, "refund_deny")
+    error_of(_decide(operator, approval["id"], decision="deny"), 400, "reason_required")
+    error_of(
+        _decide(operator, approval["id"], decision="deny", reason="  "), 400, "reason_required"
+    )
+    error = error_of(
+        _decide(operator, approval["id"], decision="deny", reason="no", arguments={}),
+        400,
+        "invalid_request",
+    )
+    assert set(error["details"]) == {"arguments"}
+    error = error_of(_decide(operator, approval["id"], decision="maybe"), 400, "invalid_request")
+    assert set(error["details"]) == {"decision"}
+    response = _decide(operator, approval["id"], decision="deny", reason="Send a photo first.")
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == ApprovalState.DENIED
+    assert response.json()["decision_reason"] == "Send a photo first."
+    operation = get(requester, f"/operations/{operation_id}").json()
+    assert operation["state"] == S.COMPLETED
+    assert "did not approve" in operation["final_text"]
+    assert not LedgerEntry.objects.exists()
+
+
+def test_decided_twice_is_409(requester: APIClient, operator: APIClient) -> None:
+    _, approval = _parked(requester)
+    assert _decide(operator, approval["id"], decision="approve").status_code == 200
+    error = error_of(_decide(operator, approval["id"], decision="approve"), 409, "already_decided")
+    assert "APPROVED" in error["message"]
+    error_of(
+        _decide(operator, approval["id"], decision="deny", reason="late"), 409, "already_decided"
+    )
+    assert LedgerEntry.objects.count() == 1
+
+
+def test_an_expired_approval_is_410(requester: APIClient, operator: APIClient) -> None:
+    operation_id, approval = _parked(requester)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE approvals_approvalrequest SET expires_at = now() WHERE public_id = %s",
+            [approval["id"]],
+        )
+    error = error_of(_decide(operator, approval["id"], decision="approve"), 410, "expired")
+    assert "expired" in error["message"]
+    assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.EXPIRED
+    assert not LedgerEntry.objects.exists()
+    calls = get(requester, f"/operations/{operation_id}/calls").json()["results"]
+    assert next(c for c in calls if c["tool"] == "submit_refund")["state"] == "EXPIRED"
+
+
+def test_an_approval_of_a_cancelled_operation_is_superseded(
+    requester: APIClient, operator: APIClient
+) -> None:
+    operation_id, approval = _parked(requester)
+    assert post(requester, f"/operations/{operation_id}/cancel", {"reason": "x"}).status_code == 200
+    error_of(_decide(operator, approval["id"], decision="approve"), 409, "superseded")
+    assert not LedgerEntry.objects.exists()
+
+
+def test_four_eyes_the_requesting_key_cannot_decide(
+    requester: APIClient, operator: APIClient
+) -> None:
+    _, approval = _parked(requester)
+    error = error_of(_decide(requester, approval["id"], decision="approve"), 403, "self_approval")
+    assert "another operator" in error["message"]
+    error_of(_decide(requester, approval["id"], decision="deny", reason="no"), 403, "self_approval")
+    assert get(requester, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
+    assert _decide(operator, approval["id"], decision="approve").status_code == 200
+    assert LedgerEntry.objects.count() == 1

@@ -1,0 +1,84 @@
+"""One error shape for every API failure: ``{"error": {"code", "message", "details"}}``.
+
+Codes are stable and machine-readable (``docs/api.md`` lists them). Installed as DRF's
+``EXCEPTION_HANDLER``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+log = logging.getLogger("callgate.api")
+
+
+class ApiError(exceptions.APIException):
+    """An error with a chosen status, code, message and details."""
+
+    def __init__(self, status_code: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.message = message
+        self.details = details or {}
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """The one error shape: ``{"error": {"code", "message", "details"}}``."""
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+_CODES: list[tuple[type[Exception], int, str]] = [
+    (exceptions.NotAuthenticated, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),
+    (exceptions.AuthenticationFailed, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),
+    (exceptions.PermissionDenied, status.HTTP_403_FORBIDDEN, "forbidden"),
+    (DjangoPermissionDenied, status.HTTP_403_FORBIDDEN, "forbidden"),
+    (exceptions.NotFound, status.HTTP_404_NOT_FOUND, "not_found"),
+    (Http404, status.HTTP_404_NOT_FOUND, "not_found"),
+    (exceptions.MethodNotAllowed, status.HTTP_405_METHOD_NOT_ALLOWED, "method_not_allowed"),
+    (exceptions.NotAcceptable, status.HTTP_406_NOT_ACCEPTABLE, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, 415, "unsupported_media_type"),
+    (exceptions.ParseError, status.HTTP_400_BAD_REQUEST, "malformed_request"),
+    (exceptions.ValidationError, status.HTTP_400_BAD_REQUEST, "invalid_request"),
+    (exceptions.Throttled, status.HTTP_429_TOO_MANY_REQUESTS, "rate_limited"),
+]
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """Map any exception raised in an API view to the one error shape."""
+    if isinstance(exc, ApiError):
+        return Response(error_body(exc.error_code, exc.message, exc.details), exc.status_code)
+    for kind, code_status, code in _CODES:
+        if isinstance(exc, kind):
+            headers = {}
+            # DRF puts the challenge on the exception (``APIView.handle_exception``); a 401
+            # must carry it (RFC 9110 §15.5.2).
+            challenge = getattr(exc, "auth_header", None)
+            if challenge:
+                headers["WWW-Authenticate"] = str(challenge)
+            if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+                headers["Retry-After"] = str(max(1, round(exc.wait)))
+            details = exc.detail if isinstance(exc, exceptions.ValidationError) else {}
+            message = _message(exc, code)
+            return Response(error_body(code, message, details), code_status, headers=headers)
+    log.exception("unhandled API error", exc_info=exc)
+    body = error_body("internal_error", "Something went wrong on our side; it was logged.")
+    return Response(body, status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def _message(exc: Exception, code: str) -> str:
+    if isinstance(exc, exceptions.ValidationError):
+        return "The request is not valid; see details."
+    if isinstance(exc, exceptions.APIException) and isinstance(exc.detail, str):
+        return str(exc.detail)
+    return {"not_found": "No such object.", "forbidden": "Not allowed."}.get(code, str(exc))
+
+
+def unknown_path(request: HttpRequest, path: str) -> JsonResponse:
+    """Any other path under ``/api/v1/``: 404 in the error shape, not Django's HTML page."""
+    return JsonResponse(error_body("not_found", f"No endpoint /api/v1/{path}."), status=404)

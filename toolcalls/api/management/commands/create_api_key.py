@@ -1,0 +1,36 @@
+"""``manage.py create_api_key --tenant SLUG --name NAME --scopes a,b``: prints the key once."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from toolcalls.api.auth import api_key_create
+from toolcalls.api.models import SCOPES
+from toolcalls.models import Tenant
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an API key for a tenant's backend service. The key is printed once and only its "
+        f"SHA-256 is stored. Scopes: {', '.join(SCOPES)}."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--tenant", required=True, help="tenant slug")
+        parser.add_argument("--name", required=True, help="which service holds the key")
+        parser.add_argument(
+            "--scopes", default="operations:read,operations:write", help="comma-separated"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {options['tenant']!r}")
+        scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
+        try:
+            key, secret = api_key_create(tenant=tenant, name=options["name"], scopes=scopes)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"API key for {tenant.slug} ({key.name}; {', '.join(key.scopes)}):")
+        self.stdout.write(secret)
+        self.stdout.write("It is shown only now: store it in the service's secrets.")

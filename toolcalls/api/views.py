@@ -1,0 +1,469 @@
+"""Operations API (``/api/v1/``): thin views that check scopes, load the caller's tenant's rows
+and call services. Errors take the one shape of :mod:`toolcalls.api.errors`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, pagination, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from toolcalls import registry
+from toolcalls.api import examples
+from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
+from toolcalls.api.errors import ApiError
+from toolcalls.api.idempotency import idempotent
+from toolcalls.api.models import ApiKey
+from toolcalls.api.serializers import (
+    CallSerializer,
+    ErrorSerializer,
+    EventSerializer,
+    ExtendSerializer,
+    OperationCreateSerializer,
+    OperationSerializer,
+    ReasonSerializer,
+    ToolSerializer,
+    TurnSerializer,
+)
+from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
+from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
+from toolcalls.services.operations import OperationError, operation_cancel, operation_start
+from toolcalls.states import OperationState
+
+READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
+
+
+class ApiKeyThrottle(SimpleRateThrottle):
+    """Requests per API key (``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["api_key"]``)."""
+
+    scope = "api_key"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        key = request.auth
+        return f"throttle:api_key:{key.pk}" if isinstance(key, ApiKey) else None
+
+
+class ApiView(APIView):
+    """Authenticated by API key, scope-checked per method, throttled per key."""
+
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [HasScopes]
+    throttle_classes = [ApiKeyThrottle]
+    scopes: dict[str, tuple[str, ...]] = {}
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        _refuse_unstorable(request, kwargs)
+
+    def key(self) -> ApiKey:
+        assert isinstance(self.request.auth, ApiKey)
+        return self.request.auth
+
+    def operations(self) -> QuerySet[Operation]:
+        """The caller's tenant's operations (others' are 404, never 403)."""
+        return Operation.objects.filter(tenant=self.key().tenant).defer("conversation")
+
+    def operation(self, public_id: str) -> Operation:
+        return get_object_or_404(self.operations(), public_id=public_id)
+
+
+#: What PostgreSQL cannot hold in text or jsonb: NUL, and surrogates (JSON's "\ud800" escape).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: Deepest JSON body accepted (provider replies nest about a dozen levels); validating and
+#: canonicalizing recurse, so a deeper one would end in RecursionError, a 500.
+MAX_JSON_DEPTH = 64
+
+
+def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
+    """400 for a body nested too deeply, and for any ID, query parameter, ``Idempotency-Key``
+    or body string (keys included) the database could not compare or store: each would fail
+    as a 500 deep in a query or a service otherwise."""
+    try:
+        body = request.data
+    except RecursionError:  # the JSON parser only turns ValueError into a 400
+        raise _too_deep() from None
+    places = {
+        "path": list(kwargs.values()),
+        "query": [s for key, values in request.query_params.lists() for s in (key, *values)],
+        "header": [request.headers.get("Idempotency-Key", "")],
+        "body": _strings(body),
+    }
+    for place, values in places.items():
+        if any(_UNSTORABLE.search(value) for value in values if isinstance(value, str)):
+            raise ApiError(
+                400,
+                "invalid_request",
+                "Text may not contain NUL characters or unpaired surrogates.",
+                {place: "contains NUL or an unpaired surrogate"},
+            )
+
+
+def _strings(body: Any) -> list[str]:
+    """Every string in parsed JSON, keys included; 400 past :data:`MAX_JSON_DEPTH` levels.
+    Iterative, as the depth is the client's choice."""
+    found: list[str] = []
+    stack: list[tuple[Any, int]] = [(body, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise _too_deep()
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack += [(child, depth + 1) for child in children]
+    return found
+
+
+def _too_deep() -> ApiError:
+    message = f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels."
+    return ApiError(400, "malformed_request", message)
+
+
+class ApiListView(ApiView, generics.ListAPIView):  # type: ignore[misc]
+    pass
+
+
+class NewestFirst(pagination.CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class InOrder(pagination.CursorPagination):
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 500
+
+
+class BySeq(InOrder):
+    ordering = ("seq",)
+
+
+class ByIndex(InOrder):
+    ordering = ("index",)
+
+
+class ByTurnAndPosition(InOrder):
+    ordering = ("turn_id", "position")
+
+
+@extend_schema(tags=["operations"])
+class OperationsView(ApiListView):
+    """List the tenant's operations (newest first) or start one."""
+
+    scopes = {"GET": (READ,), "POST": (WRITE,)}
+    serializer_class = OperationSerializer
+    pagination_class = NewestFirst
+
+    def get_queryset(self) -> QuerySet[Operation]:
+        rows = self.operations().select_related("tenant")
+        params = self.request.query_params
+        if params.get("state"):
+            rows = rows.filter(state=params["state"])
+        if params.get("family"):
+            rows = rows.filter(family=params["family"])
+        for name, lookup in (
+            ("created_after", "created_at__gte"),
+            ("created_before", "created_at__lt"),
+        ):
+            if params.get(name):
+                rows = rows.filter(**{lookup: _datetime(name, params[name])})
+        return rows
+
+    @extend_schema(
+        summary="List operations",
+        parameters=[
+            OpenApiParameter("state", str, enum=OperationState.values),
+            OpenApiParameter("family", str),
+            OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
+            OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
+            OpenApiParameter("limit", int),
+        ],
+        responses={200: OperationSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Start an operation",
+        request=OperationCreateSerializer,
+        responses={201: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.CREATE_LIVE, examples.CREATE_REPLAY],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = OperationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        key = self.key()
+        script = None
+        if data.get("replies"):  # saved by operation_start, with the operation
+            script = ReplayScript(
+                name=f"api:{key.name}",
+                family=data["family"],
+                model=data["model"],
+                replies=data["replies"],
+            )
+        try:
+            operation = operation_start(
+                tenant=key.tenant,
+                requested_by=key.service_user,
+                subject_ref=data["subject_ref"],
+                family=data["family"],
+                model=data["model"],
+                input_text=data["input"],
+                tool_names=data.get("tools"),
+                replay_script=script,
+                transport=data["transport"],
+                stream=data.get("stream"),
+                budgets=data.get("budgets"),
+                metadata=data.get("metadata"),
+            )
+        except OperationError as exc:
+            raise ApiError(400, exc.code, str(exc)) from None
+        operation.refresh_from_db()
+        return Response(OperationSerializer(operation).data, status=status.HTTP_201_CREATED)
+
+
+def _datetime(name: str, value: str) -> Any:
+    """``value`` as an aware date-time (no offset: the server's time zone); 400 otherwise."""
+    try:
+        parsed = parse_datetime(value)  # ValueError: well formed but no such date (2025-02-30)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ApiError(
+            400, "invalid_request", f"{name} must be an ISO 8601 date-time.", {name: value}
+        )
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+
+
+@extend_schema(tags=["operations"])
+class OperationDetailView(ApiView):
+    scopes = {"GET": (READ,)}
+
+    @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
+    def get(self, request: Request, public_id: str) -> Response:
+        operation = get_object_or_404(
+            self.operations().select_related("tenant"), public_id=public_id
+        )
+        return Response(OperationSerializer(operation).data)
+
+
+@extend_schema(tags=["operations"])
+class OperationCancelView(ApiView):
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Cancel an operation",
+        request=ReasonSerializer,
+        responses={200: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        operation = self.operation(public_id)
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            operation_cancel(
+                operation_pk=operation.pk,
+                actor=f"service:{self.key().name}",
+                reason=body.validated_data["reason"],
+            )
+        except OperationError as exc:
+            raise ApiError(409, exc.code, str(exc)) from None
+        return Response(OperationSerializer(self.operation(public_id)).data)
+
+
+@extend_schema(tags=["operations"])
+class OperationExtendView(ApiView):
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Extend an escalated operation's budgets and resume it",
+        request=ExtendSerializer,
+        responses={200: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.EXTEND],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        operation = self.operation(public_id)
+        body = ExtendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        budgets = {
+            k: int(v) if float(v).is_integer() else v
+            for k, v in body.validated_data["budgets"].items()
+        }
+        try:
+            operation_extend(
+                operation_pk=operation.pk,
+                actor=f"service:{self.key().name}",
+                budgets=budgets,
+                note=body.validated_data["note"],
+            )
+        except EscalationError as exc:
+            raise ApiError(
+                400 if exc.code == "bad_budget" else 409, exc.code, exc.message
+            ) from None
+        return Response(OperationSerializer(self.operation(public_id)).data)
+
+
+@extend_schema(tags=["operations"])
+class OperationStopView(ApiView):
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Stop an escalated operation",
+        request=ReasonSerializer,
+        responses={200: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        operation = self.operation(public_id)
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            operation_stop(
+                operation_pk=operation.pk,
+                actor=f"service:{self.key().name}",
+                reason=body.validated_data["reason"],
+            )
+        except EscalationError as exc:
+            raise ApiError(409, exc.code, exc.message) from None
+        return Response(OperationSerializer(self.operation(public_id)).data)
+
+
+@extend_schema(tags=["operations"], responses={200: TurnSerializer(many=True), **ERRORS})
+class OperationTurnsView(ApiListView):
+    """The operation's model turns, in order."""
+
+    scopes = {"GET": (READ,)}
+    serializer_class = TurnSerializer
+    pagination_class = ByIndex
+
+    def get_queryset(self) -> QuerySet[ModelTurn]:
+        operation = self.operation(self.kwargs["public_id"])
+        return operation.turns.defer("request_body", "reply")
+
+
+@extend_schema(tags=["operations"], responses={200: CallSerializer(many=True), **ERRORS})
+class OperationCallsView(ApiListView):
+    """The operation's calls; ``protected_audit`` only with the ``audit:read`` scope."""
+
+    scopes = {"GET": (READ,)}
+    serializer_class = CallSerializer
+    pagination_class = ByTurnAndPosition
+
+    def get_queryset(self) -> QuerySet[ToolCall]:
+        operation = self.operation(self.kwargs["public_id"])
+        return operation.calls.select_related("turn")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "audit": AUDIT in self.key().scopes}
+
+
+@extend_schema(tags=["operations"], responses={200: EventSerializer(many=True), **ERRORS})
+class OperationEventsView(ApiListView):
+    """The operation's audit events, in order (hash-chained)."""
+
+    scopes = {"GET": (READ,)}
+    serializer_class = EventSerializer
+    pagination_class = BySeq
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        operation = self.operation(self.kwargs["public_id"])
+        return operation.events.select_related("call")
+
+
+@extend_schema(tags=["tools"])
+class ToolsView(ApiView):
+    scopes = {"GET": (READ,)}
+
+    @extend_schema(
+        summary="The tool catalogue", responses={200: ToolSerializer(many=True), **ERRORS}
+    )
+    def get(self, request: Request) -> Response:
+        tools = [registry.get(name) for name in registry.names()]
+        data = [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+                "schema_version": spec.schema_version,
+                "risk": spec.risk,
+                "timeout_ms": spec.timeout_ms,
+                "approval": {
+                    "policy": spec.approval.description,
+                    "revision": spec.approval.revision,
+                },
+            }
+            for spec in tools
+            if spec is not None
+        ]
+        return Response(ToolSerializer(data, many=True).data)
+
+
+@extend_schema(tags=["health"], auth=[])
+class LivenessView(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(summary="The process answers", responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response({"status": "ok"})
+
+
+@extend_schema(tags=["health"], auth=[])
+class ReadinessView(APIView):
+    """The database and the broker are reachable (503 otherwise)."""
+
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(summary="Database and broker reachable", responses={200: dict, 503: dict})
+    def get(self, request: Request) -> Response:
+        checks = {"database": _database_ok(), "broker": _broker_ok()}
+        ready = all(checks.values())
+        body = {"status": "ok" if ready else "unavailable", "checks": checks}
+        return Response(body, status=200 if ready else 503)
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def _broker_ok() -> bool:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return True  # tasks run in-process: there is no broker to reach
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return True
+    except Exception:
+        return False
