@@ -7,7 +7,11 @@ from django.db import models
 
 from toolcalls.ids import new_approval_id
 from toolcalls.models import Operation, Tenant, ToolCall
-from toolcalls.states import ApprovalState
+from toolcalls.states import OPERATION_ACTIVE, ApprovalState
+
+#: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
+#: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).
+DECIDABLE = models.Q(state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE)
 
 
 class ApprovalRequest(models.Model):
@@ -76,3 +80,9 @@ class ApprovalRequest(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+    @property
+    def superseded(self) -> bool:
+        """Still PENDING, but its operation ended: nothing is left to decide (see
+        :data:`DECIDABLE`). Reads ``operation``: select it with the approval."""
+        return self.state == ApprovalState.PENDING and self.operation.state not in OPERATION_ACTIVE

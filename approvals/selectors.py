@@ -12,14 +12,13 @@ from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
+from approvals.models import DECIDABLE, ApprovalRequest
 from toolcalls import registry
 from toolcalls.diffs import arguments_diff
 from toolcalls.models import IdempotencyRecord, ModelTurn, Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
 from toolcalls.selectors import operations_visible
 from toolcalls.services.results import tool_context
-from toolcalls.states import OPERATION_ACTIVE, ApprovalState
 
 #: The header shows "1000+" beyond this, so the count never scans a big table.
 PENDING_COUNT_CAP = 1000
@@ -40,10 +39,7 @@ def approvals_visible(*, user: User) -> QuerySet[ApprovalRequest]:
 
 
 def _pending(user: User) -> QuerySet[ApprovalRequest]:
-    # A pending approval of an operation that already ended is superseded: not in the queue.
-    return approvals_visible(user=user).filter(
-        state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE
-    )
+    return approvals_visible(user=user).filter(DECIDABLE)  # superseded ones are not queued
 
 
 def approvals_pending_count(*, user: User) -> int:

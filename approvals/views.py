@@ -17,7 +17,7 @@ from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
 from toolcalls import registry
 from toolcalls.http import AuthenticatedHttpRequest
 from toolcalls.models import Tenant
-from toolcalls.states import OPERATION_TERMINAL, ApprovalState
+from toolcalls.states import ApprovalState
 
 DECISIONS = ("approve", "deny")
 
@@ -33,7 +33,7 @@ def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> st
     """Why this user cannot decide this approval now, or ``None``."""
     if approval.state != ApprovalState.PENDING:
         return f"This approval is already {approval.state.lower()}; it can no longer be decided."
-    if approval.operation.state in OPERATION_TERMINAL:
+    if approval.superseded:
         state = approval.operation.state.lower()
         return f"Superseded: the operation already ended ({state}); nothing is left to decide."
     if not request.user.has_perm(DECIDE_PERMISSION):

@@ -1,10 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from approvals import views as approval_views
+from toolcalls.api.errors import unknown_path
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="approvals:queue", permanent=False)),
@@ -17,4 +18,6 @@ urlpatterns = [
     path("api/v1/", include("toolcalls.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Anything else under /api (a typo, a missing or extra slash): 404 in the API's error shape.
+    re_path(r"^api(?:/(?P<path>.*))?$", unknown_path),
 ]

@@ -109,7 +109,7 @@ def test_expired_approval_is_told_and_never_executed(demo, celery_worker) -> Non
     assert received(operation, submit.call_id)["error"]["code"] == "APPROVAL_EXPIRED"
     assert (CallState.APPROVED, CallState.EXECUTING) not in call_path(submit)
     assert call_path(submit)[-1] == (CallState.WAITING_APPROVAL, CallState.EXPIRED)
-    assert "did not approve" in operation.final_text  # the scripted model's error branch
+    assert "did not go through" in operation.final_text  # the scripted model's error branch
     assert LedgerEntry.objects.count() == 0
 
 

@@ -34,8 +34,13 @@ GUARDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Budgets that count whole things; the others (seconds, USD) may be fractional.
+FRACTIONAL = frozenset({"deadline_s", "max_cost_usd"})
+
+
 class BudgetError(ValueError):
-    """A budget override that is unknown, not a positive number, or above its limit."""
+    """A budget override that is unknown, not a positive number (a whole one where it counts
+    things), or above its limit."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ def budgets_for(overrides: Mapping[str, Any] | None = None) -> dict[str, float |
             raise BudgetError(f"unknown budget {name!r}; known: {', '.join(GUARDS)}")
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise BudgetError(f"{name} must be a positive number, not {value!r}")
+        if name not in FRACTIONAL:
+            if value != int(value):
+                raise BudgetError(f"{name} must be a whole number, not {value!r}")
+            value = int(value)
         if value > limits[name]:
             raise BudgetError(f"{name} may be at most {limits[name]}")
         budgets[name] = value

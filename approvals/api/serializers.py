@@ -19,12 +19,17 @@ class ApprovalSerializer(serializers.ModelSerializer):
     original_arguments = serializers.SerializerMethodField()
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    superseded = serializers.BooleanField(
+        read_only=True,
+        help_text="Still PENDING, but its operation ended: it can no longer be decided.",
+    )
 
     class Meta:
         model = ApprovalRequest
         fields = [
             "id",
             "state",
+            "superseded",
             "operation",
             "call_id",
             "tool",

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import pagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
-from approvals.models import ApprovalRequest
+from approvals.models import DECIDABLE, ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
 from toolcalls.api import examples
 from toolcalls.api.errors import ApiError
 from toolcalls.api.idempotency import idempotent
-from toolcalls.api.views import ERRORS, READ, ApiListView, ApiView
+from toolcalls.api.views import ERRORS, READ, ApiCursor, ApiListView, ApiView, choice
+from toolcalls.registry import RISKS
 from toolcalls.states import ApprovalState
 
 DECIDE = "approvals:decide"
@@ -34,11 +34,8 @@ _STATUS = {
 }
 
 
-class SoonestExpiry(pagination.CursorPagination):
+class SoonestExpiry(ApiCursor):
     ordering = ("expires_at", "id")
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
 
 
 class _Approvals(ApiView):
@@ -58,11 +55,16 @@ class ApprovalsView(_Approvals, ApiListView):
 
     def get_queryset(self) -> QuerySet[ApprovalRequest]:
         params = self.request.query_params
-        rows = self.approvals().filter(state=params.get("state") or ApprovalState.PENDING)
+        state = choice(params, "state", ApprovalState.values) or ApprovalState.PENDING
+        # PENDING lists what can still be decided, as the console does; a superseded approval
+        # (its operation ended) is read by ID, with ``superseded: true``.
+        rows = self.approvals().filter(
+            DECIDABLE if state == ApprovalState.PENDING else Q(state=state)
+        )
         if params.get("tool"):
             rows = rows.filter(tool_name=params["tool"])
-        if params.get("risk"):
-            rows = rows.filter(risk=params["risk"])
+        if risk := choice(params, "risk", RISKS):
+            rows = rows.filter(risk=risk)
         return rows
 
     @extend_schema(
@@ -70,7 +72,7 @@ class ApprovalsView(_Approvals, ApiListView):
         parameters=[
             OpenApiParameter("state", str, enum=ApprovalState.values, default="PENDING"),
             OpenApiParameter("tool", str),
-            OpenApiParameter("risk", str, enum=["read", "write", "irreversible"]),
+            OpenApiParameter("risk", str, enum=list(RISKS)),
             OpenApiParameter("limit", int),
         ],
         responses={200: ApprovalSerializer(many=True), **ERRORS},
@@ -81,6 +83,9 @@ class ApprovalsView(_Approvals, ApiListView):
 
 @extend_schema(tags=["approvals"])
 class ApprovalDetailView(_Approvals):
+    """One approval: the call's canonical arguments and digest, why it needs approval, and the
+    decision once made."""
+
     scopes = {"GET": (READ,)}
 
     @extend_schema(summary="Retrieve an approval", responses={200: ApprovalSerializer, **ERRORS})
@@ -91,6 +96,9 @@ class ApprovalDetailView(_Approvals):
 
 @extend_schema(tags=["approvals"])
 class ApprovalDecideView(_Approvals):
+    """Approve or deny a pending approval under the console's rules (four-eyes, not expired,
+    not superseded); an approval may replace the arguments, validated again and audited."""
+
     scopes = {"POST": (DECIDE,)}
 
     @extend_schema(

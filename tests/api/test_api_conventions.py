@@ -15,6 +15,7 @@ from django.core.cache import cache
 from django.urls import URLPattern
 from django.utils import timezone
 from drf_spectacular.validation import validate_schema
+from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
@@ -35,6 +36,7 @@ from tests.api.support import (
     post,
 )
 from tests.replies import final
+from toolcalls import tasks
 from toolcalls.api import urls as api_urls
 from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
@@ -185,6 +187,11 @@ def _raw_key(demo: DemoSeed) -> tuple[ApiKey, str]:
 def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
     with pytest.raises(ValueError, match="unknown scopes: operations:delete"):
         api_key_create(tenant=demo.tenant, name="x", scopes=[READ, "operations:delete"])
+    with pytest.raises(ValueError, match="at least one scope"):
+        api_key_create(tenant=demo.tenant, name="x", scopes=[])
+    with pytest.raises(ValueError, match="name the service"):
+        api_key_create(tenant=demo.tenant, name="  ", scopes=[READ])
+    assert not ApiKey.objects.exists()
 
 
 # --- tenants and four-eyes --------------------------------------------------------------------
@@ -311,6 +318,22 @@ def test_a_key_left_in_flight_by_a_dead_request_is_taken_over(
     assert Operation.objects.count() == 2
 
 
+def test_a_broker_outage_after_commit_is_not_an_error_a_client_would_retry(
+    demo: DemoSeed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broker_down(*args: Any, **kwargs: Any) -> None:
+        raise KombuOperationalError("connection refused")
+
+    monkeypatch.setattr(tasks.run_turn, "apply_async", broker_down)
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = create_body(replies=[final()])
+    first = post(client, "/operations", body, idempotency_key="outage")
+    assert first.status_code == 201, first.content  # committed: the sweep wakes it later
+    again = post(client, "/operations", body, idempotency_key="outage")
+    assert again["Idempotent-Replayed"] == "true" and again.json()["id"] == first.json()["id"]
+    assert Operation.objects.count() == 1
+
+
 def test_idempotency_keys_are_per_api_key(demo: DemoSeed) -> None:
     one, _ = keyed_client(demo.tenant, READ, WRITE)
     two, _ = keyed_client(demo.tenant, READ, WRITE)
@@ -352,7 +375,7 @@ def test_other_failures_take_the_one_shape(demo: DemoSeed) -> None:
     )
     error_of(form, 415, "unsupported_media_type")
     error_of(client.get(f"{API}/tools", HTTP_ACCEPT="application/xml"), 406, "not_acceptable")
-    error_of(get(client, "/operations", {"cursor": "garbage"}), 404, "not_found")
+    error_of(get(client, "/operations", {"cursor": "garbage"}), 400, "invalid_cursor")
 
 
 def _nested(depth: int) -> str:
@@ -474,8 +497,18 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint() -> None:
 
 
 def test_an_unknown_api_path_is_404_in_the_one_shape(demo: DemoSeed) -> None:
-    client, _ = keyed_client(demo.tenant, READ)
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    client.enforce_csrf_checks = True  # as a real client meets them
     error_of(client.get(f"{API}/operation"), 404, "not_found")
+    # A trailing-slash typo on a POST, and the API's roots, are 404 too (not CSRF or redirects).
+    for path in (f"{API}/operations/", f"{API}/health/live/", API, "/api", "/api/v2/x"):
+        error_of(client.post(path, {}, format="json"), 404, "not_found")
+
+
+def test_a_body_over_the_upload_limit_is_413(demo: DemoSeed, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    error_of(post(client, "/operations", create_body(input="x" * 2000)), 413, "payload_too_large")
 
 
 def test_the_yaml_schema_is_served_too() -> None:

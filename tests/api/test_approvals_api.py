@@ -27,9 +27,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 S = OperationState
 APPROVAL_FIELDS = {
-    "id", "state", "operation", "call_id", "tool", "risk", "arguments", "arguments_sha256",
-    "original_arguments", "amount_cents", "reason", "schema_version", "policy_revision",
-    "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "decision_reason",
+    "id", "state", "superseded", "operation", "call_id", "tool", "risk", "arguments",
+    "arguments_sha256", "original_arguments", "amount_cents", "reason", "schema_version",
+    "policy_revision", "requested_by", "created_at", "expires_at", "decided_by", "decided_at",
+    "decision_reason",
 }  # fmt: skip
 
 
@@ -210,9 +211,14 @@ def test_an_approval_of_a_cancelled_operation_is_superseded(
     requester: APIClient, operator: APIClient
 ) -> None:
     operation_id, approval = _parked(requester)
+    assert approval["superseded"] is False
     assert post(requester, f"/operations/{operation_id}/cancel", {"reason": "x"}).status_code == 200
     error_of(_decide(operator, approval["id"], decision="approve"), 409, "superseded")
     assert not LedgerEntry.objects.exists()
+    # Not in the pending list (as in the console); read by ID it says why.
+    assert get(operator, "/approvals").json()["results"] == []
+    read = get(operator, f"/approvals/{approval['id']}").json()
+    assert (read["state"], read["superseded"]) == (ApprovalState.PENDING, True)
 
 
 def test_four_eyes_the_requesting_key_cannot_decide(

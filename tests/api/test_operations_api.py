@@ -3,9 +3,11 @@ and health, over HTTP with API keys. Replay operations run in-process (``eager_t
 
 from __future__ import annotations
 
+import base64
 import itertools
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
@@ -194,10 +196,39 @@ def test_list_filters_by_state_family_and_creation_time(client: APIClient) -> No
     assert listed(created_after=yesterday, state=S.WAITING_APPROVAL) == []
 
 
-@pytest.mark.parametrize("value", ["yesterday", "2025-13-01T00:00:00Z", "2025-02-30T10:00:00Z"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "yesterday",
+        "2025-13-01T00:00:00Z",
+        "2025-02-30T10:00:00Z",
+        "9999-12-31T23:59:59-14:00",  # past year 9999 in UTC
+        "0001-01-01T00:00:00+14:00",  # before year 1 in UTC
+    ],
+)
 def test_a_bad_date_filter_is_400(client: APIClient, value: str) -> None:
     error = error_of(get(client, "/operations", {"created_after": value}), 400, "invalid_request")
     assert error["details"] == {"created_after": value}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("state", "bogus"), ("state", "completed"), ("family", "openai")]
+)
+def test_an_unknown_filter_value_is_400_not_an_empty_list(
+    client: APIClient, name: str, value: str
+) -> None:
+    error = error_of(get(client, "/operations", {name: value}), 400, "invalid_request")
+    assert error["details"] == {name: value}
+    assert "must be one of" in error["message"]
+
+
+def test_a_cursor_from_another_list_or_tampered_with_is_400(client: APIClient) -> None:
+    operation = create(client, replies=[final()])["id"]
+    events = get(client, f"/operations/{operation}/events", {"limit": 1}).json()
+    foreign = parse_qs(urlsplit(events["next"]).query)["cursor"][0]  # a position by seq
+    forged = base64.b64encode(b"p=abc").decode()
+    for cursor in (foreign, forged, "garbage"):
+        error_of(get(client, "/operations", {"cursor": cursor}), 400, "invalid_cursor")
 
 
 def test_a_date_without_offset_is_read_in_the_server_time_zone(client: APIClient) -> None:

@@ -325,6 +325,14 @@ def test_only_http_and_https_are_called(settings: Any, url: str) -> None:
             webhook_url_check(url)
 
 
+def test_urls_with_credentials_are_refused(settings: Any) -> None:
+    for allow in (False, True):
+        settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = allow
+        for url in ("https://user:pw@93.184.215.14/hooks", "https://user@93.184.215.14/hooks"):
+            with pytest.raises(WebhookRefused, match="user name or password"):
+                webhook_url_check(url)
+
+
 def test_public_addresses_pass(settings: Any) -> None:
     settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = False
     webhook_url_check("https://93.184.215.14/hooks")

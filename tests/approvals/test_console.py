@@ -90,7 +90,7 @@ def test_deny_requires_a_reason(parked) -> None:
     # The demo's scripted model answers the denial it was sent, not the refund it proposed.
     parked.refresh_from_db()
     assert parked.state == OperationState.COMPLETED
-    assert "did not approve" in parked.final_text
+    assert "did not go through" in parked.final_text
     assert LedgerEntry.objects.count() == 0
 
 

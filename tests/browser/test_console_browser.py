@@ -25,7 +25,7 @@ pytestmark = [
 ]
 
 SUBMITTED = "has been submitted"  # the scripted model's answer to a refund that ran
-NOT_APPROVED = "did not approve"  # ... and to a denial
+NOT_APPROVED = "did not go through"  # ... and to a denial
 
 
 @pytest.fixture

@@ -51,9 +51,23 @@ def tool(monkeypatch) -> Iterator[Any]:  # type: ignore[no-untyped-def]
 
 def test_budget_overrides_are_checked_against_the_limits() -> None:
     assert budgets_for({"max_turns": 3})["max_turns"] == 3
-    for bad in ({"max_turns": 0}, {"max_turns": True}, {"max_turns": 10_000}, {"nope": 1}):
+    bads = (
+        {"max_turns": 0},
+        {"max_turns": True},
+        {"max_turns": 10_000},
+        {"nope": 1},
+        {"max_parallel": 0.5},  # would leave no slot to run anything
+        {"max_turns": 2.5},
+    )
+    for bad in bads:
         with pytest.raises(BudgetError):
             budgets_for(bad)
+
+
+def test_counted_budgets_are_whole_numbers_and_seconds_and_dollars_need_not_be() -> None:
+    budgets = budgets_for({"max_tool_calls": 4.0, "max_cost_usd": 0.25, "deadline_s": 90.5})
+    assert budgets["max_tool_calls"] == 4 and isinstance(budgets["max_tool_calls"], int)
+    assert (budgets["max_cost_usd"], budgets["deadline_s"]) == (0.25, 90.5)
 
 
 def test_an_operation_cannot_start_with_a_bad_budget(demo) -> None:

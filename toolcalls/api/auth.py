@@ -37,7 +37,12 @@ def _digest(secret: str) -> str:
 
 def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
     """A new key for ``tenant`` with ``scopes``; returns the row and the full key, which is not
-    stored and cannot be shown again. Raises ``ValueError`` for an unknown scope."""
+    stored and cannot be shown again. Raises ``ValueError`` for a blank name, no scopes or an
+    unknown scope."""
+    if not name.strip():
+        raise ValueError("name the service that holds the key")
+    if not scopes:
+        raise ValueError(f"a key needs at least one scope; known: {', '.join(SCOPES)}")
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
         raise ValueError(f"unknown scopes: {', '.join(unknown)}; known: {', '.join(SCOPES)}")

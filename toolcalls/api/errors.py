@@ -10,7 +10,9 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -43,6 +45,7 @@ _CODES: list[tuple[type[Exception], int, str]] = [
     (exceptions.MethodNotAllowed, status.HTTP_405_METHOD_NOT_ALLOWED, "method_not_allowed"),
     (exceptions.NotAcceptable, status.HTTP_406_NOT_ACCEPTABLE, "not_acceptable"),
     (exceptions.UnsupportedMediaType, 415, "unsupported_media_type"),
+    (RequestDataTooBig, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large"),
     (exceptions.ParseError, status.HTTP_400_BAD_REQUEST, "malformed_request"),
     (exceptions.ValidationError, status.HTTP_400_BAD_REQUEST, "invalid_request"),
     (exceptions.Throttled, status.HTTP_429_TOO_MANY_REQUESTS, "rate_limited"),
@@ -76,9 +79,14 @@ def _message(exc: Exception, code: str) -> str:
         return "The request is not valid; see details."
     if isinstance(exc, exceptions.APIException) and isinstance(exc.detail, str):
         return str(exc.detail)
-    return {"not_found": "No such object.", "forbidden": "Not allowed."}.get(code, str(exc))
+    return {
+        "not_found": "No such object.",
+        "forbidden": "Not allowed.",
+        "payload_too_large": "The request body is larger than this API accepts.",
+    }.get(code, str(exc))
 
 
-def unknown_path(request: HttpRequest, path: str) -> JsonResponse:
-    """Any other path under ``/api/v1/``: 404 in the error shape, not Django's HTML page."""
-    return JsonResponse(error_body("not_found", f"No endpoint /api/v1/{path}."), status=404)
+@csrf_exempt  # an unknown path answers 404 to any method, never an HTML CSRF page
+def unknown_path(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any other path under ``/api/``: 404 in the error shape, not Django's HTML page."""
+    return JsonResponse(error_body("not_found", f"No endpoint {request.path}."), status=404)

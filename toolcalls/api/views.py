@@ -4,22 +4,28 @@ and call services. Errors take the one shape of :mod:`toolcalls.api.errors`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, pagination, status
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
+from providers.families import ADAPTERS
 from toolcalls import registry
 from toolcalls.api import examples
 from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
@@ -137,16 +143,38 @@ class ApiListView(ApiView, generics.ListAPIView):  # type: ignore[misc]
     pass
 
 
-class NewestFirst(pagination.CursorPagination):
-    ordering = ("-created_at", "-id")
+class ApiCursor(pagination.CursorPagination):
+    """Cursor paging (``?cursor=`` as returned in ``next``/``previous``; ``?limit=``). A cursor
+    that was tampered with, or taken from another list, is 400 ``invalid_cursor``."""
+
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
 
+    def decode_cursor(self, request: Request) -> pagination.Cursor | None:
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise _invalid_cursor() from None
 
-class InOrder(pagination.CursorPagination):
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (ValueError, TypeError, OverflowError, DjangoValidationError):
+            # The cursor decoded, but its position does not fit this list's ordering.
+            raise _invalid_cursor() from None
+
+
+def _invalid_cursor() -> ApiError:
+    return ApiError(400, "invalid_cursor", "This cursor is not one of this list's cursors.")
+
+
+class NewestFirst(ApiCursor):
+    ordering = ("-created_at", "-id")
+
+
+class InOrder(ApiCursor):
     page_size = 100
-    page_size_query_param = "limit"
     max_page_size = 500
 
 
@@ -173,10 +201,10 @@ class OperationsView(ApiListView):
     def get_queryset(self) -> QuerySet[Operation]:
         rows = self.operations().select_related("tenant")
         params = self.request.query_params
-        if params.get("state"):
-            rows = rows.filter(state=params["state"])
-        if params.get("family"):
-            rows = rows.filter(family=params["family"])
+        if state := choice(params, "state", OperationState.values):
+            rows = rows.filter(state=state)
+        if family := choice(params, "family", ADAPTERS):
+            rows = rows.filter(family=family)
         for name, lookup in (
             ("created_after", "created_at__gte"),
             ("created_before", "created_at__lt"),
@@ -189,7 +217,7 @@ class OperationsView(ApiListView):
         summary="List operations",
         parameters=[
             OpenApiParameter("state", str, enum=OperationState.values),
-            OpenApiParameter("family", str),
+            OpenApiParameter("family", str, enum=sorted(ADAPTERS)),
             OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
             OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
             OpenApiParameter("limit", int),
@@ -197,6 +225,7 @@ class OperationsView(ApiListView):
         responses={200: OperationSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The tenant's operations, newest first."""
         return super().get(request, *args, **kwargs)
 
     @extend_schema(
@@ -208,6 +237,8 @@ class OperationsView(ApiListView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
+        """Start an operation: PENDING at once, its first model request queued. Poll it (or take
+        webhooks) to follow it."""
         body = OperationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -245,17 +276,32 @@ def _datetime(name: str, value: str) -> Any:
     """``value`` as an aware date-time (no offset: the server's time zone); 400 otherwise."""
     try:
         parsed = parse_datetime(value)  # ValueError: well formed but no such date (2025-02-30)
-    except ValueError:
+        if parsed is not None:
+            parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+            parsed.astimezone(UTC)  # OverflowError: past year 9999 or before year 1 in UTC
+    except (ValueError, OverflowError):
         parsed = None
     if parsed is None:
         raise ApiError(
             400, "invalid_request", f"{name} must be an ISO 8601 date-time.", {name: value}
         )
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    return parsed
+
+
+def choice(params: QueryDict, name: str, choices: Collection[str]) -> str:
+    """Query parameter ``name`` if given ("" if not); 400 ``invalid_request`` naming the
+    choices when it is not one of them."""
+    value = params.get(name, "")
+    if value and value not in choices:
+        known = ", ".join(sorted(choices))
+        raise ApiError(400, "invalid_request", f"{name} must be one of: {known}.", {name: value})
+    return value
 
 
 @extend_schema(tags=["operations"])
 class OperationDetailView(ApiView):
+    """One operation: state, budgets and what was used, final text or why it stopped."""
+
     scopes = {"GET": (READ,)}
 
     @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
@@ -268,6 +314,9 @@ class OperationDetailView(ApiView):
 
 @extend_schema(tags=["operations"])
 class OperationCancelView(ApiView):
+    """Cancel an operation that has not ended: calls already running finish and are recorded,
+    nothing new starts, and its pending approvals are superseded."""
+
     scopes = {"POST": (WRITE,)}
 
     @extend_schema(
@@ -294,6 +343,8 @@ class OperationCancelView(ApiView):
 
 @extend_schema(tags=["operations"])
 class OperationExtendView(ApiView):
+    """Raise the budgets of an ESCALATED operation (within the server's limits) and resume it."""
+
     scopes = {"POST": (WRITE,)}
 
     @extend_schema(
@@ -328,6 +379,8 @@ class OperationExtendView(ApiView):
 
 @extend_schema(tags=["operations"])
 class OperationStopView(ApiView):
+    """End an ESCALATED operation for good (STOPPED), with a reason."""
+
     scopes = {"POST": (WRITE,)}
 
     @extend_schema(
@@ -396,6 +449,8 @@ class OperationEventsView(ApiListView):
 
 @extend_schema(tags=["tools"])
 class ToolsView(ApiView):
+    """The registry's tools: name, risk, description and argument schema."""
+
     scopes = {"GET": (READ,)}
 
     @extend_schema(
@@ -424,6 +479,8 @@ class ToolsView(ApiView):
 
 @extend_schema(tags=["health"], auth=[])
 class LivenessView(APIView):
+    """The process answers (no key needed)."""
+
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 

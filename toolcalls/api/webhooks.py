@@ -394,12 +394,16 @@ def webhook_retry_delay_s(*, attempt: int) -> float:
 
 
 def webhook_url_check(url: str) -> None:
-    """Raise :class:`WebhookRefused` unless ``url`` is http(s) with a host whose every address
-    is public (``CALLGATE_WEBHOOK_ALLOW_PRIVATE`` lifts the address rule). Resolves the host:
-    ``OSError`` when that fails (worth retrying)."""
+    """Raise :class:`WebhookRefused` unless ``url`` is http(s) with a host (and no credentials)
+    whose every address is public (``CALLGATE_WEBHOOK_ALLOW_PRIVATE`` lifts the address rule).
+    Resolves the host: ``OSError`` when that fails (worth retrying)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookRefused(f"only http and https URLs with a host are called, not {url!r}")
+    if parts.username is not None or parts.password is not None:
+        # They would be sent as Basic auth and shown wherever the URL is: the signature is the
+        # endpoint's credential.
+        raise WebhookRefused("a webhook URL may not carry a user name or password")
     if settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE:
         return
     try:

@@ -19,7 +19,9 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="tenant slug")
         parser.add_argument("--name", required=True, help="which service holds the key")
         parser.add_argument(
-            "--scopes", default="operations:read,operations:write", help="comma-separated"
+            "--scopes",
+            default="operations:read,operations:write",
+            help="comma-separated (default: %(default)s)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
