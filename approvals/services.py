@@ -144,7 +144,8 @@ def approval_decide(
                 actor=_actor(actor),
                 approval_ref=approval.public_id,
             )
-            transaction.on_commit(partial(_enqueue_resume, call.pk))
+            # robust: a lost wake-up is the recovery sweep's, never the decider's error.
+            transaction.on_commit(partial(_enqueue_resume, call.pk), robust=True)
         else:
             if not reason.strip():
                 raise ApprovalError("reason_required", "A denial needs a reason for the model.")

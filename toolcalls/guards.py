@@ -10,7 +10,7 @@ escalate at the next turn boundary, once the call set has its results.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -165,7 +165,7 @@ def repeat_trip(operation: Operation, call: ToolCall) -> Trip | None:
     )
 
 
-def progress_made(operation: Operation, calls: list[ToolCall]) -> bool:
+def progress_made(operation: Operation, calls: Sequence[ToolCall]) -> bool:
     """Whether a finished call set brought new information: a successful result whose digest
     no earlier call of the operation had."""
     fresh = {c.result_sha256 for c in calls if c.state == CallState.SUCCEEDED}

@@ -97,6 +97,12 @@ class Operation(models.Model):
     )
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    turn_attempts = models.PositiveIntegerField(
+        default=0, help_text="Claims of the current model request that never got recorded."
+    )
+    wake_at = models.DateTimeField(
+        null=True, blank=True, help_text="A model request scheduled for later (a retry)."
+    )
     audit_seq = models.PositiveIntegerField(default=0)
     audit_head = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

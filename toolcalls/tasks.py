@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from toolcalls.services import execution, reconcile, turns
+from toolcalls.services import execution, reconcile, recovery, turns
 
 
 @shared_task(name="toolcalls.run_turn")
@@ -21,3 +21,9 @@ def execute_call(call_pk: int) -> None:
 def reconcile_call(call_pk: int) -> None:
     """Ask the downstream system about a lost outcome (``reconcile.call_reconcile``)."""
     reconcile.call_reconcile(call_pk=call_pk)
+
+
+@shared_task(name="toolcalls.recovery_sweep")
+def recovery_sweep() -> dict[str, int]:
+    """Periodic: hand out again what dead workers and lost messages left behind."""
+    return recovery.recovery_sweep()

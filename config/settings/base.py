@@ -147,6 +147,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
     "webhook-retry-due": {"task": "api.webhook_retry_due", "schedule": 30.0},
+    "recovery-sweep": {"task": "toolcalls.recovery_sweep", "schedule": 15.0},
 }
 
 # --- Callgate -----------------------------------------------------------------------------------
@@ -200,6 +201,10 @@ CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
 CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
 # A provider asking to wait longer than this (seconds, retry-after) fails the operation instead.
 CALLGATE_RETRY_AFTER_MAX_S = env.int("CALLGATE_RETRY_AFTER_MAX_S", default=120)
+# Claims of one model request that may go unrecorded (a worker dying each time) before FAILED.
+CALLGATE_MAX_TURN_ATTEMPTS = env.int("CALLGATE_MAX_TURN_ATTEMPTS", default=3)
+# Recovery sweep: runnable work untouched for this long (seconds) is handed out again.
+CALLGATE_RECOVERY_GRACE_S = env.int("CALLGATE_RECOVERY_GRACE_S", default=30)
 # Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
 CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
 # Live transport: each provider's API key and base URL (empty: the SDK's default endpoint).
@@ -217,6 +222,10 @@ CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
 CALLGATE_KEY_WAITS = env.int("CALLGATE_KEY_WAITS", default=30)
 # Byte limit (UTF-8) on the streamed argument text of one call.
 CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
+# Fault-injection suite only: named points where a worker pauses or dies (toolcalls.faultpoints),
+# as JSON {"point": "pause" | "crash" | "pause_once" | "crash_once"}, and where it leaves markers.
+CALLGATE_FAULT_POINTS = env.json("CALLGATE_FAULT_POINTS", default={})
+CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
 # Webhooks (toolcalls.api.webhooks): seconds allowed per POST; attempts before a delivery is
 # FAILED (2 s backoff doubling per attempt, capped at an hour); whether endpoints may resolve to
 # private, loopback or link-local addresses (never in production: it lets a tenant reach inside).

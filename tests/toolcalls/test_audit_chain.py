@@ -16,7 +16,7 @@ from approvals.services import approval_decide
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from toolcalls.models import AuditEvent, Operation
-from toolcalls.services.audit import event_hash
+from toolcalls.services.audit import MASK, event_hash, mask_secrets
 from toolcalls.services.audit_verify import BreakKind, ChainBreak, audit_chain_verify
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -171,3 +171,20 @@ def test_operation_option_limits_the_check(parked: Operation) -> None:
 def test_an_unknown_operation_is_an_error(parked: Operation) -> None:
     with pytest.raises(CommandError, match="unknown operation: op_nope"):
         call_command("verify_audit_chain", "--operation", "op_nope", stdout=StringIO())
+
+
+def test_secrets_are_masked_but_token_counts_are_kept() -> None:
+    details = {
+        "budgets": {"max_input_tokens": 1000, "max_output_tokens": 200},
+        "headers": [{"Authorization": "Bearer x", "x-api-key": "k"}],
+        "access_token": "t",
+        "refreshToken": "t",
+        "password": "p",
+    }
+    assert mask_secrets(details) == {
+        "budgets": {"max_input_tokens": 1000, "max_output_tokens": 200},
+        "headers": [{"Authorization": MASK, "x-api-key": MASK}],
+        "access_token": MASK,
+        "refreshToken": MASK,
+        "password": MASK,
+    }

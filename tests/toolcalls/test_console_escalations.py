@@ -49,6 +49,10 @@ def test_operator_extends_and_the_operation_resumes(demo) -> None:
     event = operation.events.filter(from_state=S.ESCALATED).get()
     assert event.actor == "user:operator"
     assert event.details["extended"] == {"max_turns": 10}
+    # The reason it stopped is history now: kept in the trail, no longer on the operation.
+    assert operation.terminal_reason == ""
+    escalated = operation.events.get(to_state=S.ESCALATED)
+    assert escalated.details["reason"].startswith("MAX_TURNS")
 
 
 def test_an_extension_that_changes_nothing_needed_is_refused(demo) -> None:

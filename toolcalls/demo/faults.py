@@ -9,11 +9,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from toolcalls import faultpoints
 from toolcalls.demo.models import Fault
 
 
 def fault_point(point: str) -> None:
-    """Sleep as a :class:`Fault` row for ``point`` says (consuming one of its ``times``)."""
+    """Sleep as a :class:`Fault` row for ``point`` says (consuming one of its ``times``); the
+    engine's process-level fault points apply too, as ``demo.<point>``."""
+    faultpoints.reach(f"demo.{point}")
     if not settings.CALLGATE_DEMO_FAULTS:
         return
     with transaction.atomic():

@@ -17,8 +17,10 @@ from toolcalls.binding import digest
 from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.services.enqueue import enqueue_webhook_fanout
 
+# "token" ("access_token", "tokenValue") but not a count of tokens ("max_input_tokens").
 _SECRET_KEY = re.compile(
-    r"(secret|token|passw|api[_-]?key|authorization|credential|private[_-]?key|cookie)", re.I
+    r"(secret|passw|api[_-]?key|authorization|credential|private[_-]?key|cookie|token(?!s))",
+    re.I,
 )
 MASK = "***"
 #: Kinds that are also webhook events (``toolcalls.api.webhooks.EVENT_TYPES``): recording one

@@ -1,6 +1,9 @@
 """Wake-ups for workers, sent only after the transaction that made the work visible commits.
 
-The database is the source of truth: a lost message delays work, it never loses it.
+The database is the source of truth: a lost message delays work, it never loses it. So every
+wake-up is registered ``robust``: a broker that refuses it (or, in-process, a task that fails)
+is logged and leaves the committed work for the recovery sweep, instead of turning a committed
+request into an error that a client would retry.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ def enqueue_turn(*, operation_pk: int, countdown_s: float | None = None) -> None
     from toolcalls import tasks
 
     transaction.on_commit(
-        lambda: tasks.run_turn.apply_async(args=[operation_pk], countdown=countdown_s)
+        lambda: tasks.run_turn.apply_async(args=[operation_pk], countdown=countdown_s),
+        robust=True,
     )
 
 
@@ -23,7 +27,8 @@ def enqueue_execute(*, call_pk: int, countdown_s: float | None = None) -> None:
     from toolcalls import tasks
 
     transaction.on_commit(
-        lambda: tasks.execute_call.apply_async(args=[call_pk], countdown=countdown_s)
+        lambda: tasks.execute_call.apply_async(args=[call_pk], countdown=countdown_s),
+        robust=True,
     )
 
 
@@ -31,7 +36,7 @@ def enqueue_reconcile(*, call_pk: int) -> None:
     """Run ``toolcalls.reconcile_call`` for a call whose outcome is unknown, after commit."""
     from toolcalls import tasks
 
-    transaction.on_commit(lambda: tasks.reconcile_call.apply_async(args=[call_pk]))
+    transaction.on_commit(lambda: tasks.reconcile_call.apply_async(args=[call_pk]), robust=True)
 
 
 def enqueue_webhook_fanout(*, event_pk: int) -> None:

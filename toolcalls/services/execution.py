@@ -15,14 +15,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import connections, transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
-from toolcalls import registry
+from toolcalls import faultpoints, registry
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
 from toolcalls.services.audit import audit_record
+from toolcalls.services.connections import connections_check
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.idempotency import key_reserve, key_settle
@@ -34,7 +36,7 @@ from toolcalls.services.results import (
 )
 from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition
-from toolcalls.states import OPERATION_TERMINAL, CallState
+from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 ACTOR = "worker"
 
@@ -70,15 +72,27 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
     claim = _claim(call_pk, precheck)
     if claim is None:
         return
+    faultpoints.reach("call.after_claim")
     outcome = _run(claim)
+    faultpoints.reach("call.before_record")
     _record(claim, outcome)
 
 
 def _lock(call_pk: int) -> tuple[Operation, ToolCall]:
-    # Lock order everywhere: operation, then its children.
-    operation_pk = ToolCall.objects.values_list("operation_id", flat=True).get(pk=call_pk)
-    operation = Operation.objects.select_for_update().select_related("tenant").get(pk=operation_pk)
-    call = ToolCall.objects.select_for_update().select_related("turn").get(pk=call_pk)
+    # Lock order everywhere: operation, then its children. Only those rows: the tenant is read,
+    # never written, and locking it would serialise every operation of the tenant.
+    owner = ToolCall.objects.filter(pk=call_pk).values("operation_id")
+    operation = (
+        Operation.objects.select_for_update(of=("self",))
+        .select_related("tenant")
+        .get(pk=Subquery(owner))
+    )
+    call = (
+        ToolCall.objects.select_for_update(of=("self",))
+        .select_related("turn")
+        .defer("turn__request_body", "turn__reply")  # the conversation: not needed here
+        .get(pk=call_pk)
+    )
     return operation, call
 
 
@@ -128,7 +142,10 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
                 "key_waits",
             ],
         )
-        call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
+        if operation.state != OperationState.EXECUTING:
+            # A call starting cannot move an EXECUTING set: none of its calls waits for a
+            # human (the operation would be WAITING_APPROVAL) and this one is not finished.
+            call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
         return Claim(call.pk, call.lease_token, spec, context, arguments)
 
 
@@ -160,7 +177,7 @@ def _run(claim: Claim) -> HandlerOutcome:
 
 
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
-    close_old_connections()
+    connections_check()
     with transaction.atomic(durable=True):
         operation, call = _lock(claim.call_pk)
         if call.state != CallState.EXECUTING or call.lease_token != claim.lease_token:
@@ -172,66 +189,97 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
                 details={"outcome": outcome.kind, "state": call.state},
             )
             return
-        call.lease_token, call.lease_expires_at = "", None
-        lost = outcome.kind in ("crash", "timeout")
-        if lost and claim.spec.has_side_effects:
-            _unknown_outcome(operation, call, claim.spec, outcome)
-        elif lost and call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
-            _retry(operation, call, outcome)  # read-only: running it again is safe
-        else:
-            state, result, audit = _envelope(claim.spec, outcome)
-            call_finish(
+        if outcome.kind in ("crash", "timeout"):
+            settle_lost_call(
                 operation=operation,
                 call=call,
-                to_state=state,
-                model_result=result,
-                actor=ACTOR,
-                audit=audit,
-                update_fields=["lease_token", "lease_expires_at"],
+                spec=claim.spec,
+                kind=outcome.kind,
+                detail=outcome.detail,
             )
-            if claim.spec.has_side_effects:
-                key_settle(operation=operation, call=call, applied=state == CallState.SUCCEEDED)
-        call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
-        call_set_start_ready(operation=operation, turn_id=call.turn_id)
-
-
-def _retry(operation: Operation, call: ToolCall, outcome: HandlerOutcome) -> None:
-    call.queued_at = timezone.now()
-    call_transition(
-        operation=operation,
-        call=call,
-        to_state=CallState.PROPOSED,
-        actor=ACTOR,
-        details={"outcome": outcome.kind, "detail": outcome.detail, "retry": True},
-        update_fields=["lease_token", "lease_expires_at", "queued_at"],
-    )
-    delay = settings.CALLGATE_RETRY_BASE_MS * 2 ** (call.attempt - 1) / 1000
-    enqueue_execute(call_pk=call.pk, countdown_s=delay)
-
-
-def _unknown_outcome(
-    operation: Operation, call: ToolCall, spec: ToolSpec, outcome: HandlerOutcome
-) -> None:
-    """A side effect that crashed or timed out may or may not have happened: never "failed".
-    The reconciler asks the downstream system; without one, a human decides."""
-    call_transition(
-        operation=operation,
-        call=call,
-        to_state=CallState.UNKNOWN_OUTCOME,
-        actor=ACTOR,
-        details={"outcome": outcome.kind, "detail": outcome.detail},
-        update_fields=["lease_token", "lease_expires_at"],
-    )
-    if spec.reconcile is not None:
-        enqueue_reconcile(call_pk=call.pk)
-    else:
-        operation_escalate(
+            return
+        call.lease_token, call.lease_expires_at = "", None
+        state, result, audit = _envelope(claim.spec, outcome)
+        call_finish(
             operation=operation,
-            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {outcome.kind} and "
-            "no reconciler can tell whether it took effect",
+            call=call,
+            to_state=state,
+            model_result=result,
             actor=ACTOR,
-            call=call.public_id,
+            audit=audit,
+            update_fields=["lease_token", "lease_expires_at"],
+            save_operation=False,  # saved once, when the set settles below
         )
+        if claim.spec.has_side_effects:
+            key_settle(operation=operation, call=call, applied=state == CallState.SUCCEEDED)
+        calls = list(ToolCall.objects.filter(turn_id=call.turn_id))
+        call_set_settle(
+            operation=operation,
+            turn_id=call.turn_id,
+            actor=ACTOR,
+            calls=calls,
+            update_fields=["audit_seq", "audit_head"],
+        )
+        call_set_start_ready(operation=operation, turn_id=call.turn_id, calls=calls)
+        faultpoints.reach("call.in_record")  # inside the transaction, before it commits
+
+
+def settle_lost_call(
+    *, operation: Operation, call: ToolCall, spec: ToolSpec | None, kind: str, detail: str
+) -> None:
+    """A run whose answer was lost (``kind``: crash, timeout, or a worker that stopped answering
+    and lost its lease). A side effect may or may not have happened, never "failed": its outcome
+    is unknown and the reconciler asks, else a human decides. A read-only call runs again while
+    ``CALLGATE_MAX_CALL_ATTEMPTS`` allows, then fails. The caller holds the operation and call
+    locks; the call's lease token is cleared, so the lost run can no longer record anything."""
+    call.lease_token, call.lease_expires_at = "", None
+    fields = ["lease_token", "lease_expires_at"]
+    details = {"outcome": kind, "detail": detail}
+    if spec is None or spec.has_side_effects:
+        call_transition(
+            operation=operation,
+            call=call,
+            to_state=CallState.UNKNOWN_OUTCOME,
+            actor=ACTOR,
+            details=details,
+            update_fields=fields,
+        )
+        if spec is not None and spec.reconcile is not None:
+            enqueue_reconcile(call_pk=call.pk)
+        else:
+            operation_escalate(
+                operation=operation,
+                reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {kind} and no "
+                "reconciler can tell whether it took effect",
+                actor=ACTOR,
+                call=call.public_id,
+            )
+    elif call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
+        delay = settings.CALLGATE_RETRY_BASE_MS * 2 ** (call.attempt - 1) / 1000
+        call.queued_at = timezone.now() + timedelta(seconds=delay)
+        call_transition(
+            operation=operation,
+            call=call,
+            to_state=CallState.PROPOSED,
+            actor=ACTOR,
+            details={**details, "retry": True},
+            update_fields=[*fields, "queued_at"],
+        )
+        enqueue_execute(call_pk=call.pk, countdown_s=delay)
+    else:
+        code = ErrorCode.TIMEOUT if kind == "timeout" else ErrorCode.TOOL_FAILED
+        message = f"The tool did not complete after {call.attempt} attempts."
+        call_finish(
+            operation=operation,
+            call=call,
+            to_state=CallState.FAILED,
+            model_result=error(code, message),
+            actor=ACTOR,
+            audit={"detail": detail},
+            update_fields=fields,
+        )
+    call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
+    call_set_start_ready(operation=operation, turn_id=call.turn_id)
 
 
 def _envelope(
@@ -239,12 +287,6 @@ def _envelope(
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     if outcome.kind == "ok":
         return success_envelope(spec, outcome.data)
-    if outcome.kind == "tool_error":
-        assert outcome.tool_error is not None
-        exc = outcome.tool_error
-        return CallState.FAILED, error(exc.code, exc.message), exc.audit
-    if outcome.kind == "timeout":
-        message = "The tool did not answer in time."
-        return CallState.FAILED, error(ErrorCode.TIMEOUT, message), {"detail": outcome.detail}
-    message = "The tool failed unexpectedly."
-    return CallState.FAILED, error(ErrorCode.TOOL_FAILED, message), {"detail": outcome.detail}
+    assert outcome.tool_error is not None, "lost runs are settled by settle_lost_call"
+    exc = outcome.tool_error
+    return CallState.FAILED, error(exc.code, exc.message), exc.audit

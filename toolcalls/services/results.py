@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Subquery
 
 from providers.base import ToolResultMessage
 from toolcalls import registry
@@ -90,12 +91,13 @@ def call_finish(
     audit: Mapping[str, Any] | None = None,
     details: Mapping[str, Any] | None = None,
     update_fields: Sequence[str] = (),
+    save_operation: bool = True,
 ) -> None:
     """Give ``call`` its result envelope and final state, with digests and protected audit.
 
     The caller holds the operation and call row locks. ``audit`` (handler-provided, never sent
     to the model) is kept in ``protected_audit``; ``update_fields`` names other call fields the
-    caller changed.
+    caller changed; ``save_operation`` as for ``call_transition``.
     """
     if call.arguments_edited:
         # The model proposed other arguments; it must know what actually ran.
@@ -127,6 +129,7 @@ def call_finish(
             "error_code",
             *update_fields,
         ],
+        save_operation=save_operation,
     )
 
 
@@ -141,24 +144,35 @@ def _target_state(states: Sequence[str]) -> str:
 
 
 def call_set_settle(
-    *, operation: Operation, turn_id: int, actor: str, resume: bool = False
+    *,
+    operation: Operation,
+    turn_id: int,
+    actor: str,
+    resume: bool = False,
+    calls: Sequence[ToolCall] | None = None,
+    update_fields: Sequence[str] = (),
 ) -> None:
     """Derive the operation's state from the states of its current call set and move it there.
 
     Any call waiting for a human parks the set; every call finished makes the results ready,
     counts whether the set made progress, and wakes a worker to send them. An ESCALATED
     operation moves only when ``resume`` (a human resolved what escalated it). The caller holds
-    the operation row lock.
+    the operation row lock; ``calls`` are the set's rows when the caller holds them current;
+    ``update_fields`` names operation fields the caller changed and left for this to save (with
+    the transition, or alone when the state stays).
     """
-    if operation.state in OPERATION_TERMINAL:
+    if operation.state in OPERATION_TERMINAL or (
+        operation.state == OperationState.ESCALATED and not resume
+    ):
+        _save(operation, update_fields)
         return
-    if operation.state == OperationState.ESCALATED and not resume:
-        return
-    calls = list(ToolCall.objects.filter(turn_id=turn_id))
+    if calls is None:
+        calls = list(ToolCall.objects.filter(turn_id=turn_id))
     target = _target_state([call.state for call in calls])
     if target == operation.state:
+        _save(operation, update_fields)
         return
-    fields = []
+    fields = list(update_fields)
     if target == OperationState.RESULTS_READY:
         progress = progress_made(operation, calls)
         operation.no_progress_turns = 0 if progress else operation.no_progress_turns + 1
@@ -168,16 +182,31 @@ def call_set_settle(
         enqueue_turn(operation_pk=operation.pk)
 
 
+def _save(operation: Operation, fields: Sequence[str]) -> None:
+    if fields:
+        operation.save(update_fields=sorted({*fields, "updated_at"}))
+
+
 def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
     """The model-facing results of the operation's latest call set, after checking each binding.
 
     Raises :class:`BindingMismatch` when a stored digest differs from the one recomputed now, and
     ``ValueError`` when a call has no result (a set is only returned complete).
     """
-    turn = operation.turns.filter(calls__isnull=False).order_by("-index").first()
-    if turn is None:
+    latest = (
+        ToolCall.objects.filter(operation=operation).order_by("-turn__index").values("turn_id")[:1]
+    )
+    # One query for the set and its turn; the turn's request and reply bodies (the whole
+    # conversation) are not needed to bind results.
+    calls = list(
+        ToolCall.objects.filter(turn_id=Subquery(latest))
+        .select_related("turn")
+        .defer("turn__request_body", "turn__reply")
+        .order_by("position")
+    )
+    if not calls:
         raise ValueError(f"{operation.public_id} has no call set to return")
-    calls = list(turn.calls.order_by("position"))
+    turn = calls[0].turn
     results = []
     for call in calls:
         if call.state not in CALL_FINISHED or call.model_result is None:

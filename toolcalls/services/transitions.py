@@ -43,11 +43,17 @@ def operation_transition(
     reason: str = "",
     details: Mapping[str, Any] | None = None,
     update_fields: Iterable[str] = (),
-) -> None:
+    save: bool = True,
+) -> list[str]:
     """Move ``operation`` to ``to_state``; raises ``IllegalTransition`` if the table forbids it.
 
-    ``reason`` (for ESCALATED and failure states) is stored as ``terminal_reason``;
-    ``update_fields`` names other fields the caller changed that must be saved with it.
+    ``reason`` (for ESCALATED and failure states) is stored as ``terminal_reason``, and cleared
+    when an escalated operation resumes (the audit trail keeps it); ``update_fields`` names
+    other fields the caller changed that must be saved with it.
+
+    Returns the fields saved. With ``save=False`` nothing is saved and the caller must save the
+    returned fields before its transaction commits: a step that moves on again within the same
+    transaction then writes the row once instead of once per state.
     """
     from_state = operation.state
     check_transition(OPERATION_TRANSITIONS, "operation", from_state, to_state)
@@ -55,6 +61,9 @@ def operation_transition(
     fields = {"state", "audit_seq", "audit_head", "updated_at", *update_fields}
     if to_state in _REASON_STATES:
         operation.terminal_reason = reason[:500]
+        fields.add("terminal_reason")
+    elif operation.terminal_reason:
+        operation.terminal_reason = ""
         fields.add("terminal_reason")
     info = {**(details or {}), **({"reason": reason} if reason else {})}
     audit_record(
@@ -66,8 +75,10 @@ def operation_transition(
         details=info,
         save_operation=False,
     )
-    operation.save(update_fields=sorted(fields))
+    if save:
+        operation.save(update_fields=sorted(fields))
     _log(operation=operation, call=None, from_state=from_state, to_state=to_state, details=info)
+    return sorted(fields)
 
 
 def call_transition(
@@ -79,8 +90,12 @@ def call_transition(
     details: Mapping[str, Any] | None = None,
     update_fields: Iterable[str] = (),
     approval_ref: str = "",
+    save_operation: bool = True,
 ) -> None:
-    """Move ``call`` (of the locked ``operation``) to ``to_state``; raises ``IllegalTransition``."""
+    """Move ``call`` (of the locked ``operation``) to ``to_state``; raises ``IllegalTransition``.
+
+    With ``save_operation=False`` the caller saves the operation's ``audit_seq``/``audit_head``
+    itself, with its own change to the row, before the transaction commits."""
     from_state = call.state
     check_transition(CALL_TRANSITIONS, "call", from_state, to_state)
     call.state = to_state
@@ -101,6 +116,7 @@ def call_transition(
         from_state=from_state,
         to_state=to_state,
         details=info,
+        save_operation=save_operation,
     )
     _log(operation=operation, call=call, from_state=from_state, to_state=to_state, details=info)
 

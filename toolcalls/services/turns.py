@@ -25,10 +25,11 @@ from providers.base import Outcome, ParsedReply, ToolResultMessage, WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
-from toolcalls import registry
+from toolcalls import faultpoints, registry
 from toolcalls.guards import cost_micros, turn_trip
 from toolcalls.models import ModelTurn, Operation
 from toolcalls.services.audit import audit_record
+from toolcalls.services.connections import connections_check
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.escalations import operation_escalate
@@ -62,10 +63,12 @@ def turn_run(*, operation_pk: int) -> None:
     claim = _claim(operation_pk)
     if claim is None:
         return
+    faultpoints.reach("turn.after_claim")
     started = time.monotonic()
     reply, parsed = _request(claim)
     latency_ms = int((time.monotonic() - started) * 1000)
-    close_old_connections()
+    faultpoints.reach("turn.before_record")
+    connections_check()
     try:
         _record(claim, reply, parsed, latency_ms)
     except DatabaseError as exc:
@@ -109,27 +112,39 @@ def _claim(operation_pk: int) -> TurnClaim | None:
             operation.conversation = adapter.append_results(
                 conversation=operation.conversation, results=results
             )
+        operation.turn_attempts += 1
+        if operation.turn_attempts > settings.CALLGATE_MAX_TURN_ATTEMPTS:
+            # Only an operation already in MODEL_REQUESTED can have unrecorded claims. The last
+            # dead claim's lease goes with it: an ended operation is held by no worker.
+            operation.lease_token, operation.lease_expires_at = "", None
+            operation_transition(
+                operation=operation,
+                to_state=OperationState.FAILED,
+                actor=ACTOR,
+                reason=f"POISON_TURN: turn {operation.turn_count} was claimed "
+                f"{operation.turn_attempts - 1} times and never recorded",
+                update_fields=["lease_token", "lease_expires_at"],
+            )
+            return None
+        try:
+            transport = transport_for(operation)
+        except LookupError as exc:
+            _fail_before_request(operation, f"NO_CREDENTIALS: {exc}")
+            return None
+        operation.lease_token = secrets.token_hex(16)
+        operation.lease_expires_at = now + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
+        operation.wake_at = None
+        fields = ["conversation", "lease_token", "lease_expires_at", "turn_attempts", "wake_at"]
         if operation.state != OperationState.MODEL_REQUESTED:
             operation_transition(
                 operation=operation,
                 to_state=OperationState.MODEL_REQUESTED,
                 actor=ACTOR,
                 details={"turn": operation.turn_count},
-                update_fields=["conversation"],
+                update_fields=fields,
             )
-        try:
-            transport = transport_for(operation)
-        except LookupError as exc:
-            operation_transition(
-                operation=operation,
-                to_state=OperationState.FAILED,
-                actor=ACTOR,
-                reason=f"NO_CREDENTIALS: {exc}",
-            )
-            return None
-        operation.lease_token = secrets.token_hex(16)
-        operation.lease_expires_at = now + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
-        operation.save(update_fields=["lease_token", "lease_expires_at", "updated_at"])
+        else:
+            operation.save(update_fields=[*fields, "updated_at"])
         body = adapter.build_request(
             model=operation.model,
             conversation=operation.conversation,
@@ -146,6 +161,16 @@ def _claim(operation_pk: int) -> TurnClaim | None:
             transport=transport,
             results=tuple(results),
         )
+
+
+def _fail_before_request(operation: Operation, reason: str) -> None:
+    if operation.state != OperationState.MODEL_REQUESTED:  # FAILED is reached from there
+        operation_transition(
+            operation=operation, to_state=OperationState.MODEL_REQUESTED, actor=ACTOR
+        )
+    operation_transition(
+        operation=operation, to_state=OperationState.FAILED, actor=ACTOR, reason=reason
+    )
 
 
 def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
@@ -190,7 +215,7 @@ def _record(
 ) -> None:
     with transaction.atomic(durable=True):
         operation = (
-            Operation.objects.select_for_update()
+            Operation.objects.select_for_update(of=("self",))
             .select_related("tenant")
             .get(pk=claim.operation_pk)
         )
@@ -207,6 +232,7 @@ def _record(
             return
         turn = _store_turn(operation, claim, reply, parsed, latency_ms)
         _advance(operation, turn, parsed)
+        faultpoints.reach("turn.in_record")  # inside the transaction, before it commits
 
 
 def _fail_unstorable(claim: TurnClaim, exc: DatabaseError) -> None:
@@ -262,11 +288,13 @@ def _store_turn(
     )
     operation.lease_token = ""
     operation.lease_expires_at = None
+    operation.turn_attempts = 0
     return turn
 
 
 _COUNTERS = [
     "turn_count",
+    "turn_attempts",
     "input_tokens",
     "output_tokens",
     "cost_micros",
@@ -288,14 +316,15 @@ def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None
         operation.retry_count = 0
         fields.append("retry_count")
 
-    def move(to_state: str, reason: str = "", **extra: Any) -> None:
-        operation_transition(
+    def move(to_state: str, reason: str = "", *, save: bool = True, **extra: Any) -> list[str]:
+        return operation_transition(
             operation=operation,
             to_state=to_state,
             actor=ACTOR,
             reason=reason,
             details={**details, **extra},
             update_fields=fields,
+            save=save,
         )
 
     outcome = parsed.outcome
@@ -341,6 +370,8 @@ def _api_failure(operation: Operation, parsed: ParsedReply, move: Any, fields: l
     operation.retry_count += 1
     fields.append("retry_count")
     delay_s = retry_delay_s(attempt=operation.retry_count, retry_after_s=parsed.retry_after_s)
+    operation.wake_at = timezone.now() + timedelta(seconds=delay_s)
+    fields.append("wake_at")
     move(OperationState.MODEL_REQUESTED, retry=operation.retry_count, delay_s=delay_s)
     enqueue_turn(operation_pk=operation.pk, countdown_s=delay_s)
 
@@ -367,5 +398,7 @@ def _proposals(
         return
     operation.conversation = _continued(operation, parsed)
     fields.append("conversation")
-    move(OperationState.VALIDATING, calls=len(parsed.calls))
-    call_set_dispatch(operation=operation, turn=turn, calls=parsed.calls)
+    # VALIDATING lasts only as long as this transaction: the row is saved once, in the state
+    # dispatch settles the call set in.
+    unsaved = move(OperationState.VALIDATING, calls=len(parsed.calls), save=False)
+    call_set_dispatch(operation=operation, turn=turn, calls=parsed.calls, unsaved_fields=unsaved)
