@@ -29,6 +29,10 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200)
     is_active = models.BooleanField(default=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="tenants", blank=True)
+    #: Whether the tenant has an active webhook endpoint, kept by the API app whenever an
+    #: endpoint is saved or deleted. The engine reads it with the operation it locks, so a
+    #: tenant without webhooks pays nothing per audit event.
+    webhooks_active = models.BooleanField(default=False, editable=False)
 
     def __str__(self) -> str:
         return self.slug

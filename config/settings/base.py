@@ -6,6 +6,7 @@ Every value that may differ between machines comes from the environment through 
 """
 
 from pathlib import Path
+from typing import Any
 
 import environ
 
@@ -65,18 +66,34 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
+
+def database(url_variable: str, default: str) -> dict[str, Any]:
+    """The ``DATABASES`` entry read from ``url_variable``.
+
+    SQLite (the embedded demo): every transaction takes SQLite's write lock when it begins (so
+    concurrent requests queue, as row locks make them on PostgreSQL, instead of failing with
+    "database is locked" half-way), waits up to 20 s for it, and readers never wait (WAL).
+
+    PostgreSQL: connections are kept for ``DATABASE_CONN_MAX_AGE`` seconds (default 60) and
+    checked before reuse. Celery closes a worker's connection after every task otherwise, and
+    opening one (a server process, authentication) costs more than a whole turn's statements.
+    """
+    config: dict[str, Any] = env.db(url_variable, default=default)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    else:
+        config["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'callgate.sqlite3'}"),
+    "default": database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'callgate.sqlite3'}"),
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The embedded demo: every transaction takes SQLite's write lock when it begins (so
-    # concurrent requests queue, as row locks make them on PostgreSQL, instead of failing with
-    # "database is locked" half-way), waits up to 20 s for it, and readers never wait (WAL).
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL;",
-    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -144,6 +161,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "callgate"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery would close a worker's database connections around every task; ``config.celery``
+# applies Django's own rule instead (CONN_MAX_AGE, health checks). This only stops the former.
+CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_BEAT_SCHEDULE = {
     "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
     "webhook-retry-due": {"task": "api.webhook_retry_due", "schedule": 30.0},

@@ -5,14 +5,14 @@ the ``eager_tasks`` fixture.
 """
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import env
+from config.settings.base import database, env
 
 # Same ports as .ci/services starts (CALLGATE_PG_PORT, CALLGATE_REDIS_PORT).
 _PG_PORT = env.int("CALLGATE_PG_PORT", default=5432)
 _REDIS_PORT = env.int("CALLGATE_REDIS_PORT", default=6379)
 DATABASES = {
-    "default": env.db(
-        "TEST_DATABASE_URL", default=f"postgres://callgate:callgate@127.0.0.1:{_PG_PORT}/callgate"
+    "default": database(
+        "TEST_DATABASE_URL", f"postgres://callgate:callgate@127.0.0.1:{_PG_PORT}/callgate"
     ),
 }
 CELERY_BROKER_URL = env("TEST_CELERY_BROKER_URL", default=f"redis://127.0.0.1:{_REDIS_PORT}/15")

@@ -259,6 +259,46 @@ def test_fanout_without_endpoints_costs_one_query(django_assert_num_queries: Any
         assert webhook_fanout(event_pk=event.pk) == 0
 
 
+@pytest.mark.django_db
+def test_the_tenant_flag_follows_its_active_endpoints() -> None:
+    tenant = TenantFactory.create()
+    assert not tenant.webhooks_active
+
+    first = endpoint(tenant, "https://hooks.example.com/one")
+    second = endpoint(tenant, "https://hooks.example.com/two")
+    tenant.refresh_from_db()
+    assert tenant.webhooks_active
+    first.is_active = False
+    first.save()
+    tenant.refresh_from_db()
+    assert tenant.webhooks_active  # the second one is still active
+    second.delete()
+    tenant.refresh_from_db()
+    assert not tenant.webhooks_active
+    first.is_active = True
+    first.save()
+    tenant.refresh_from_db()
+    assert tenant.webhooks_active
+
+
+@pytest.mark.django_db(transaction=True)
+def test_events_of_a_tenant_without_endpoints_wake_no_fanout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    woken: list[int] = []
+    monkeypatch.setattr(audit, "enqueue_webhook_fanout", lambda **kw: woken.append(kw["event_pk"]))
+    quiet = OperationFactory.create()
+    hooked = OperationFactory.create(tenant=TenantFactory.create(slug="hooked"))
+    endpoint(TenantFactory.create(slug="elsewhere"), "https://hooks.example.com/elsewhere")
+    endpoint(quiet.tenant, "https://hooks.example.com/off", is_active=False)
+    endpoint(hooked.tenant, "https://hooks.example.com/on")
+
+    record(quiet, "MODEL_REQUESTED", "PENDING")
+    event = record(hooked, "MODEL_REQUESTED", "PENDING")
+
+    assert woken == [event.pk]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("eager_tasks")
 def test_fanout_is_idempotent_and_skips_events_older_than_the_endpoint(

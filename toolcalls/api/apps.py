@@ -7,4 +7,9 @@ class ApiConfig(AppConfig):
     verbose_name = "API and webhooks"
 
     def ready(self) -> None:
-        from toolcalls.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from toolcalls.api import (
+            schema,  # noqa: F401  (registers the OpenAPI auth extension)
+            signals,
+        )
+
+        signals.connect()

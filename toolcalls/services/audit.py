@@ -24,7 +24,8 @@ _SECRET_KEY = re.compile(
 )
 MASK = "***"
 #: Kinds that are also webhook events (``toolcalls.api.webhooks.EVENT_TYPES``): recording one
-#: fans it out to the tenant's endpoints after commit.
+#: fans it out to the tenant's endpoints after commit, when the tenant has any
+#: (``Tenant.webhooks_active``, as read with the operation).
 WEBHOOK_KINDS = frozenset({"operation.transition", "approval.requested", "approval.transition"})
 
 
@@ -102,6 +103,6 @@ def audit_record(
     operation.audit_head = event.hash
     if save_operation:
         operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
-    if kind in WEBHOOK_KINDS:
+    if kind in WEBHOOK_KINDS and operation.tenant.webhooks_active:
         enqueue_webhook_fanout(event_pk=event.pk)
     return event
