@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format services services-down worker beat check-deploy clean
+.PHONY: run test test-faults bench lint format services services-down worker beat clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,10 +20,24 @@ run: $(STAMP)
 	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py demo_setup --start
 	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py runserver 127.0.0.1:8000
 
-# The whole suite against PostgreSQL 15 and Redis on 127.0.0.1 (started here when not running).
+# The whole suite against PostgreSQL 15 and Redis on 127.0.0.1 (started here when not running):
+# everything but fault injection, then fault injection with its totals.
 test: $(STAMP)
 	.ci/services up
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not faults"
+	$(BIN)/pytest -m faults tests/faults
+
+# Fault injection alone, with real worker processes (SIGKILL, SIGTERM, Redis restarts, lost
+# connections); prints the totals of faults, duplicates and lost work at the end.
+test-faults: $(STAMP)
+	.ci/services up
+	$(BIN)/pytest -m faults tests/faults
+
+# Benchmarks on PostgreSQL, Redis and real workers: a table, and BENCH_JSON=path writes the
+# figures (BENCH_QUICK=1 for smaller sizes).
+bench: $(STAMP)
+	.ci/services up
+	$(BIN)/python bench/run.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -44,7 +44,10 @@ def _pending(user: User) -> QuerySet[ApprovalRequest]:
 
 def approvals_pending_count(*, user: User) -> int:
     """Pending approvals of the user's tenants, counted up to :data:`PENDING_COUNT_CAP`."""
-    return _pending(user)[:PENDING_COUNT_CAP].count()
+    # In queue order, so PostgreSQL walks the queue index over pending rows only. Unordered,
+    # it may merge-join on the operation key instead, reading every decided approval older
+    # than the first pending one: 85 ms at 100k decided, growing with the history.
+    return _pending(user).order_by("expires_at", "pk")[:PENDING_COUNT_CAP].count()
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def approvals_queue(
 ) -> QueuePage:
     """One page of pending approvals, soonest expiry first, keyset-paginated on
     ``(expires_at, id)`` so a page costs the same at row 100,000 as at row 1."""
-    rows = _pending(user).select_related("tenant", "requested_by", "operation")
+    # The operation is joined for its state only: its row (the whole conversation) is not read.
+    rows = _pending(user).select_related("tenant", "requested_by")
     if filters.tool:
         rows = rows.filter(tool_name=filters.tool)
     if filters.risk:

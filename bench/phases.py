@@ -1,0 +1,444 @@
+"""The measurements. Each phase returns its figures; :mod:`bench.run` runs them in order.
+
+Call only after :func:`bench.env.django_setup`.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import redis
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from approvals import selectors
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from bench import workers
+from bench.env import BROKER_URL
+from bench.replies import FAMILY, MODEL, lookup_script, refund_script
+from bench.report import percentile
+from bench.tools import TOOL
+from toolcalls.api.auth import api_key_create
+from toolcalls.demo.models import Order
+from toolcalls.demo.services import CUSTOMER_REF, demo_seed
+from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
+from toolcalls.services import execution, turns
+from toolcalls.services.operations import operation_start
+from toolcalls.states import OPERATION_TERMINAL, ApprovalState, CallState, OperationState
+
+Figures = dict[str, float | None]
+_STARTED = time.monotonic()
+#: States an operation of the bench ends in; ESCALATED means a guard tripped (a bench bug).
+_DONE = frozenset({*OPERATION_TERMINAL, OperationState.ESCALATED})
+#: How often this process looks at an operation it waits for: often enough to add little to an
+#: end-to-end time, rarely enough not to compete with the worker for the CPU.
+_POLL_S = 0.005
+#: Statements a turn does not count: transaction control.
+_CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
+
+
+def say(message: str) -> None:
+    """One progress line, with the seconds since the bench started."""
+    print(f"[{time.monotonic() - _STARTED:7.1f} s] {message}", flush=True)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each phase does (``BENCH_QUICK`` picks the small set)."""
+
+    baseline_operations: int
+    latency_operations: int
+    refund_operations: int
+    throughput_operations_1w: int
+    throughput_operations_2w: int
+    queue_pending: tuple[int, int]
+    queue_decided: int
+    queue_samples: int
+    turns_per_operation: int = 6
+    throughput_turns_per_operation: int = 10
+
+
+FULL = Sizes(
+    baseline_operations=100,
+    latency_operations=100,
+    refund_operations=50,
+    throughput_operations_1w=1000,
+    throughput_operations_2w=300,
+    queue_pending=(1_000, 100_000),
+    queue_decided=1_000_000,
+    queue_samples=200,
+)
+QUICK = Sizes(
+    baseline_operations=10,
+    latency_operations=10,
+    refund_operations=6,
+    throughput_operations_1w=30,
+    throughput_operations_2w=20,
+    queue_pending=(1_000, 10_000),
+    queue_decided=100_000,
+    queue_samples=80,
+)
+
+
+# --- Set-up -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class World:
+    tenant: Tenant
+    requester: Any
+    operator: Any
+
+
+def world_create() -> World:
+    """Migrate the fresh database, seed the demo tenant and users, empty the broker database."""
+    call_command("migrate", verbosity=0)
+    seed = demo_seed()
+    broker_flush()
+    workers.timings_reset()
+    users = get_user_model().objects
+    return World(
+        tenant=seed.tenant,
+        requester=users.get(username="requester"),
+        operator=users.get(username="operator"),
+    )
+
+
+def broker_flush() -> None:
+    """Drop every message in the bench's Redis database (wake-ups nobody should run)."""
+    redis.Redis.from_url(BROKER_URL).flushdb()
+
+
+def _lookup_operation(world: World, script: ReplayScript) -> Operation:
+    return operation_start(
+        tenant=world.tenant,
+        requested_by=world.requester,
+        subject_ref=CUSTOMER_REF,
+        family=FAMILY,
+        model=MODEL,
+        input_text="Look these up, please.",
+        tool_names=[TOOL],
+        replay_script=script,
+    )
+
+
+def _script(turns_per_operation: int) -> ReplayScript:
+    return ReplayScript.objects.create(
+        name=f"bench {turns_per_operation} turns",
+        family=FAMILY,
+        model=MODEL,
+        replies=lookup_script(turns_per_operation),
+    )
+
+
+def _state(operation_pk: int) -> str:
+    return Operation.objects.values_list("state", flat=True).get(pk=operation_pk)
+
+
+def _wait_state(operation_pk: int, states: Iterable[str], *, timeout_s: float = 60) -> str:
+    wanted = frozenset(states)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = _state(operation_pk)
+        if state in wanted or state in _DONE:
+            return state
+        time.sleep(_POLL_S)
+    raise RuntimeError(f"operation {operation_pk} did not reach {sorted(wanted)} in {timeout_s} s")
+
+
+# --- In-process baseline and queries per turn ---------------------------------------------------
+
+
+def _drive_in_process(operation: Operation, on_turn: Callable[[Callable[[], None]], None]) -> None:
+    """Run ``operation`` to its end in this process: each model turn through ``on_turn``, each
+    ready call through ``execution.call_execute`` (untimed)."""
+    while True:
+        on_turn(lambda: turns.turn_run(operation_pk=operation.pk))
+        if _state(operation.pk) in _DONE:
+            return
+        ready = ToolCall.objects.filter(operation=operation, state=CallState.PROPOSED)
+        for call_pk in ready.values_list("pk", flat=True):
+            execution.call_execute(call_pk=call_pk)
+
+
+def baseline(world: World, sizes: Sizes) -> Figures:
+    """The same scripted turns as through Celery, run by calling ``turns.turn_run`` directly: a
+    durable loop that checkpoints every step to PostgreSQL in one long-lived process.
+
+    Wake-ups still go to Redis (the loop pays for publishing them, as a worker does); nobody
+    consumes them and they are dropped afterwards. The first operation warms up and is not
+    timed; the statements are counted in a separate pass, so the timed runs carry no capture
+    overhead.
+    """
+    script = _script(sizes.turns_per_operation)
+    times: list[float] = []
+
+    def timed(run: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - started) * 1000)
+
+    _drive_in_process(_lookup_operation(world, script), lambda run: run())
+    for number in range(sizes.baseline_operations):
+        _drive_in_process(_lookup_operation(world, script), timed)
+        if (number + 1) % 20 == 0:
+            say(f"baseline: {number + 1}/{sizes.baseline_operations} operations")
+    counts: list[int] = []
+
+    def counted(run: Callable[[], None]) -> None:
+        with CaptureQueriesContext(connection) as captured:
+            run()
+        sql = (query["sql"].strip().upper() for query in captured.captured_queries)
+        counts.append(sum(1 for statement in sql if statement not in _CONTROL))
+
+    for _ in range(3):
+        _drive_in_process(_lookup_operation(world, script), counted)
+    broker_flush()
+    say(f"baseline: {len(times)} turns; statements per turn {counts[: sizes.turns_per_operation]}")
+    return {
+        "baseline_turn_ms_p50": percentile(times, 50),
+        "queries_per_turn": sum(counts) / len(counts),
+    }
+
+
+# --- Through Celery: latency --------------------------------------------------------------------
+
+
+def turn_latency(world: World, sizes: Sizes) -> Figures:
+    """Operations one at a time through one worker: each turn's control-plane time as the worker
+    measured it (``bench.tools``: ``task_prerun`` → ``task_postrun`` of ``run_turn``, so the
+    claim, the model request and the record, with their commits and wake-ups, never the time the
+    wake-up waited in the queue). One operation warms the worker up first."""
+    script = _script(sizes.turns_per_operation)
+    operation = _lookup_operation(world, script)
+    _wait_state(operation.pk, _DONE)
+    time.sleep(0.5)  # the worker writes a task's time after its commit: let the last one land
+    marks = workers.timing_marks()
+    pks = []
+    for number in range(sizes.latency_operations):
+        operation = _lookup_operation(world, script)
+        pks.append(operation.pk)
+        state = _wait_state(operation.pk, _DONE)
+        if state != OperationState.COMPLETED:
+            raise RuntimeError(f"{operation.public_id} ended {state}")
+        if (number + 1) % 20 == 0:
+            say(f"turn latency: {number + 1}/{sizes.latency_operations} operations")
+    recorded = ModelTurn.objects.filter(operation_id__in=pks).count()
+    deadline = time.monotonic() + 5
+    tasks = workers.timings_since(marks)
+    while len(tasks.get("toolcalls.run_turn", [])) < recorded and time.monotonic() < deadline:
+        time.sleep(0.1)
+        tasks = workers.timings_since(marks)
+    times = tasks.get("toolcalls.run_turn", [])
+    say(f"turn latency: {len(times)} runs of run_turn timed for {recorded} recorded turns")
+    for name, runs in sorted(tasks.items()):
+        say(
+            f"  worker time per turn in {name}: {sum(runs) / recorded:.1f} ms "
+            f"({len(runs) / recorded:.1f} tasks, p50 {percentile(runs, 50):.1f} ms)"
+        )
+    return {"turn_ms_p50": percentile(times, 50), "turn_ms_p99": percentile(times, 99)}
+
+
+def refund(world: World, sizes: Sizes) -> Figures:
+    """The bundled refund scenario end to end, one at a time: start → parked → approved with
+    ``approval_decide`` as soon as it parks → COMPLETED. Each refund has its own order, so none
+    is answered from another's idempotency record.
+
+    Resume latency comes from the audit trail: the decision event's time to the call's
+    APPROVED → EXECUTING event (both stamped inside their transactions, so the decision's commit
+    and the wake-up's trip through Redis fall inside the interval).
+    """
+    totals: list[float] = []
+    approvals: list[ApprovalRequest] = []
+    for number in range(sizes.refund_operations):
+        order_id = f"ORD-{900000 + number}"
+        Order.objects.create(
+            tenant_ref=world.tenant.slug,
+            order_id=order_id,
+            customer_ref=CUSTOMER_REF,
+            description="Noise-cancelling headphones",
+            total_cents=12999,
+        )
+        script = ReplayScript.objects.create(
+            name="bench refund", family=FAMILY, model=MODEL, replies=refund_script(order_id)
+        )
+        started = time.perf_counter()
+        operation = operation_start(
+            tenant=world.tenant,
+            requested_by=world.requester,
+            subject_ref=CUSTOMER_REF,
+            family=FAMILY,
+            model=MODEL,
+            input_text=f"Please refund $49.99 of {order_id}.",
+            tool_names=["get_order", "create_refund_draft", "submit_refund"],
+            replay_script=script,
+        )
+        state = _wait_state(operation.pk, {OperationState.WAITING_APPROVAL})
+        if state != OperationState.WAITING_APPROVAL:
+            raise RuntimeError(f"refund {operation.public_id} ended {state} before its approval")
+        approval = ApprovalRequest.objects.get(operation=operation, state=ApprovalState.PENDING)
+        approval_decide(approval_pk=approval.pk, actor=world.operator, approve=True)
+        state = _wait_state(operation.pk, _DONE)
+        totals.append((time.perf_counter() - started) * 1000)
+        if state != OperationState.COMPLETED:
+            raise RuntimeError(f"refund {operation.public_id} ended {state}")
+        approvals.append(approval)
+        if (number + 1) % 10 == 0:
+            say(f"refund: {number + 1}/{sizes.refund_operations} operations")
+    resumes = [_resume_ms(approval) for approval in approvals]
+    return {
+        "refund_op_ms_p50": percentile(totals, 50),
+        "resume_ms_p50": percentile(resumes, 50),
+        "resume_ms_p99": percentile(resumes, 99),
+    }
+
+
+def _resume_ms(approval: ApprovalRequest) -> float:
+    decided = AuditEvent.objects.get(
+        approval_ref=approval.public_id,
+        kind="approval.transition",
+        to_state=ApprovalState.APPROVED,
+    )
+    executing = AuditEvent.objects.get(
+        call_id=approval.call_id,
+        kind="call.transition",
+        from_state=CallState.APPROVED,
+        to_state=CallState.EXECUTING,
+    )
+    return (executing.created_at - decided.created_at).total_seconds() * 1000
+
+
+# --- Through Celery: throughput -----------------------------------------------------------------
+
+
+def throughput_prepare(world: World, sizes: Sizes, operations: int) -> list[int]:
+    """Start ``operations`` operations while no worker runs: their wake-ups wait in Redis."""
+    script = _script(sizes.throughput_turns_per_operation)
+    pks = []
+    for number in range(operations):
+        pks.append(_lookup_operation(world, script).pk)
+        if (number + 1) % 250 == 0:
+            say(f"throughput: {number + 1}/{operations} operations started")
+    return pks
+
+
+def throughput_wait(pks: list[int], label: str, *, stall_s: float = 60) -> Figures:
+    """Wait until every operation of ``pks`` ended; turns per second between the first claim
+    and the last completion (the workers' own timestamps in the audit trail, so neither worker
+    start-up nor this process's polling counts)."""
+    # Progress is any new audit event: with hundreds of operations in one FIFO queue, a minute
+    # may pass between two turns while the workers run the calls and wake-ups in between.
+    last_progress, last_event = time.monotonic(), _latest_event()
+    next_line = time.monotonic()
+    while True:
+        done = Operation.objects.filter(pk__in=pks, state__in=_DONE).count()
+        event = _latest_event()
+        if event != last_event:
+            last_progress, last_event = time.monotonic(), event
+        if time.monotonic() >= next_line or done == len(pks):
+            recorded = ModelTurn.objects.filter(operation_id__in=pks).count()
+            say(f"{label}: {done}/{len(pks)} operations done, {recorded:,} turns")
+            next_line = time.monotonic() + 10
+        if done == len(pks):
+            break
+        if time.monotonic() - last_progress > stall_s:
+            raise RuntimeError(f"{label}: nothing happened for {stall_s} s")
+        time.sleep(1)
+    failed = Operation.objects.filter(pk__in=pks).exclude(state=OperationState.COMPLETED).count()
+    if failed:
+        raise RuntimeError(f"{label}: {failed} operations did not complete")
+    events = AuditEvent.objects.filter(operation_id__in=pks, kind="operation.transition")
+    first = events.filter(from_state=OperationState.PENDING).order_by("created_at").first()
+    last = events.filter(to_state=OperationState.COMPLETED).order_by("-created_at").first()
+    assert first is not None and last is not None
+    recorded = ModelTurn.objects.filter(operation_id__in=pks).count()
+    elapsed_s = (last.created_at - first.created_at).total_seconds()
+    return {"turns": float(recorded), "turns_per_s": recorded / elapsed_s if elapsed_s else None}
+
+
+def _latest_event() -> int:
+    return AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+# --- The approval queue -------------------------------------------------------------------------
+
+
+def queue_seed(world: World, *, pending: int, decided: int) -> None:
+    """Add approvals with ``seed_approvals``, then vacuum what it wrote, as autovacuum would
+    soon: measuring while autovacuum works through a million new rows measures autovacuum."""
+    call_command(
+        "seed_approvals",
+        tenant=world.tenant.slug,
+        pending=pending,
+        decided=decided,
+        stdout=_SayStream("seed_approvals"),
+    )
+    with connection.cursor() as cursor:
+        for model in (Operation, ModelTurn, ToolCall, ApprovalRequest):
+            cursor.execute(f"VACUUM (ANALYZE) {connection.ops.quote_name(model._meta.db_table)}")
+    say("vacuumed")
+
+
+class _SayStream:
+    """A management command's output as progress lines."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                say(f"{self.label}: {line.strip()}")
+
+    def flush(self) -> None:
+        pass
+
+
+def queue_measure(world: World, samples: int) -> dict[str, float | None]:
+    """p99 (ms) of the pending-approval list page through the console view (logged in as an
+    operator: middleware, session, header count, template) and the API (``/api/v1/approvals``,
+    API key), half the samples the first page and half a page from the middle of the queue."""
+    pending = ApprovalRequest.objects.filter(tenant=world.tenant, state=ApprovalState.PENDING)
+    middle = pending.order_by("expires_at", "pk")[pending.count() // 2]
+    console = Client(SERVER_NAME="localhost")
+    console.force_login(world.operator)
+    deep = urlencode({"after": selectors._cursor(middle)})
+    console_pages = ["/console/approvals/", f"/console/approvals/?{deep}"]
+    _key, token = api_key_create(tenant=world.tenant, name="bench", scopes=["operations:read"])
+    api = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
+    position = base64.b64encode(urlencode({"p": str(middle.expires_at)}).encode()).decode()
+    api_pages = ["/api/v1/approvals", f"/api/v1/approvals?{urlencode({'cursor': position})}"]
+    found: dict[str, float | None] = {}
+    for label, client, pages in (("console", console, console_pages), ("api", api, api_pages)):
+        times = _sample(client, pages, samples)
+        found[label] = percentile(times, 99)
+        say(f"  {label}: p50 {percentile(times, 50):.1f} ms, p99 {found[label]:.1f} ms")
+    return found
+
+
+def _sample(client: Client, pages: list[str], samples: int) -> list[float]:
+    for page in pages:  # warm-up: the first request of a kind compiles and caches things
+        for _ in range(10):
+            _get(client, page)
+    times = []
+    for number in range(samples):
+        page = pages[number % len(pages)]
+        started = time.perf_counter()
+        _get(client, page)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def _get(client: Client, page: str) -> None:
+    response = client.get(page)
+    if response.status_code != 200:
+        raise RuntimeError(f"GET {page}: {response.status_code} {response.content[:300]!r}")

@@ -1,0 +1,122 @@
+"""The bench's figures: percentiles, targets, the printed table and the JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Every key the JSON file holds, in table order.
+KEYS = (
+    "turn_ms_p50",
+    "turn_ms_p99",
+    "baseline_turn_ms_p50",
+    "queries_per_turn",
+    "refund_op_ms_p50",
+    "resume_ms_p50",
+    "resume_ms_p99",
+    "turns_per_s_1w",
+    "turns_per_s_2w",
+    "queue_ms_p99_1k",
+    "queue_ms_p99_100k",
+    "queue_console_ms_p99_1k",
+    "queue_api_ms_p99_1k",
+    "queue_console_ms_p99_100k",
+    "queue_api_ms_p99_100k",
+    "worker_rss_mb",
+)
+
+Figures = Mapping[str, float | None]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0 to 100) with linear interpolation; ``None`` without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A figure's target: ``text`` for the table, ``met`` decides from all figures."""
+
+    text: str
+    met: Callable[[Figures], bool | None]
+
+
+Bound = Callable[[Figures], float | None]
+
+
+def _at_most(key: str, limit: Bound) -> Callable[[Figures], bool | None]:
+    def met(figures: Figures) -> bool | None:
+        value, bound = figures.get(key), limit(figures)
+        return None if value is None or bound is None else value <= bound
+
+    return met
+
+
+def _scaled(key: str, factor: float) -> Bound:
+    def bound(figures: Figures) -> float | None:
+        value = figures.get(key)
+        return None if value is None else value * factor
+
+    return bound
+
+
+#: The product's targets. On a small, noisy machine the ratios matter more than the absolute
+#: figures: a turn through Celery no slower than the in-process durable loop, a queue page at
+#: 100k pending no more than 1.5 times its cost at 1k.
+TARGETS: dict[str, Target] = {
+    "turn_ms_p50": Target(
+        "<= baseline_turn_ms_p50", _at_most("turn_ms_p50", _scaled("baseline_turn_ms_p50", 1.0))
+    ),
+    "queries_per_turn": Target("<= 12", _at_most("queries_per_turn", lambda _f: 12.0)),
+    "queue_ms_p99_100k": Target(
+        "<= 1.5 x queue_ms_p99_1k",
+        _at_most("queue_ms_p99_100k", _scaled("queue_ms_p99_1k", 1.5)),
+    ),
+    "worker_rss_mb": Target("<= 150", _at_most("worker_rss_mb", lambda _f: 150.0)),
+}
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.1f}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def table(figures: Figures, notes: Mapping[str, str] | None = None) -> str:
+    """The figures as a text table: value, target, whether it is met, and a note."""
+    notes = notes or {}
+    rows = [("figure", "value", "target", "met", "note")]
+    for key in KEYS:
+        target = TARGETS.get(key)
+        met = target.met(figures) if target else None
+        verdict = "" if target is None else {True: "yes", False: "NO", None: "n/a"}[met]
+        text = target.text if target else ""
+        rows.append((key, _number(figures.get(key)), text, verdict, notes.get(key, "")))
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1])]
+        cells += [row[2].ljust(widths[2]), row[3].ljust(widths[3]), row[4]]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def json_write(path: Path, figures: Figures) -> dict[str, float | None]:
+    """Write exactly :data:`KEYS` (``null`` for a figure not measured) to ``path``; returns
+    what was written. Values are rounded to 0.01."""
+    data = {
+        key: None if figures.get(key) is None else round(float(figures[key] or 0), 2)
+        for key in KEYS
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return data

@@ -1,0 +1,108 @@
+"""``make bench``: Callgate's control plane measured on PostgreSQL, Redis and real workers.
+
+The model is scripted and answers at once (replay transport), the tools answer at once
+(``bench.tools``), so what is measured is Callgate: claiming, recording, dispatching, waking
+workers, resuming, and reading the approval queue. Prints progress lines, then a table of every
+figure next to its target; ``BENCH_JSON=path`` also writes the figures as JSON
+(:data:`bench.report.KEYS`), and ``BENCH_QUICK=1`` runs smaller sizes (under three minutes).
+
+Phases, in order, on a freshly created database (``bench.env``):
+
+1. in-process baseline (``turns.turn_run`` called directly) and statements per turn;
+2. one worker: turn latency, operations one at a time; the refund scenario with its approval
+   decided as soon as it parks, and the resume latency;
+3. one fresh worker: throughput over many concurrent operations, then its RSS;
+4. two workers: throughput over many concurrent operations;
+5. the approval queue (console view and API) at the smaller and the larger pending count, with
+   decided approvals from ``manage.py seed_approvals``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.env import DATABASE_URL, VAR, database_recreate, django_setup
+
+
+def _size(count: int) -> str:
+    return f"{count // 1_000_000}M" if count >= 1_000_000 else f"{count // 1000}k"
+
+
+def main() -> int:
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    VAR.mkdir(parents=True, exist_ok=True)
+    database_recreate()
+    django_setup()
+    from bench import phases, report, workers
+
+    sizes = phases.QUICK if quick else phases.FULL
+    phases.say(f"bench ({'quick' if quick else 'full'}) on {DATABASE_URL.rsplit('@', 1)[-1]}")
+    world = phases.world_create()
+    figures: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+
+    phases.say("phase 1/5: in-process baseline")
+    figures.update(phases.baseline(world, sizes))
+    notes["baseline_turn_ms_p50"] = "turns.turn_run called in this process"
+    notes["queries_per_turn"] = "mean; BEGIN/COMMIT not counted"
+
+    phases.say("phase 2/5: one worker, one operation at a time")
+    with workers.Workers(1) as one:
+        one.wait_ready()
+        figures.update(phases.turn_latency(world, sizes))
+        figures.update(phases.refund(world, sizes))
+    notes["turn_ms_p50"] = "inside the worker: claim + request + record"
+    notes["refund_op_ms_p50"] = f"{sizes.refund_operations} refunds, start to COMPLETED"
+    notes["resume_ms_p50"] = "decision event -> APPROVED->EXECUTING event"
+
+    phases.say("phase 3/5: throughput, one worker")
+    pks = phases.throughput_prepare(world, sizes, sizes.throughput_operations_1w)
+    with workers.Workers(1) as one:
+        result = phases.throughput_wait(pks, "1 worker")
+        figures["turns_per_s_1w"] = result["turns_per_s"]
+        figures["worker_rss_mb"] = one.started[0].rss_mb()
+    notes["turns_per_s_1w"] = f"{result['turns']:,.0f} turns, {len(pks)} concurrent operations"
+    notes["worker_rss_mb"] = f"pool process after {result['turns']:,.0f} turns"
+
+    phases.say("phase 4/5: throughput, two workers")
+    pks = phases.throughput_prepare(world, sizes, sizes.throughput_operations_2w)
+    with workers.Workers(2):
+        result = phases.throughput_wait(pks, "2 workers")
+        figures["turns_per_s_2w"] = result["turns_per_s"]
+    notes["turns_per_s_2w"] = f"{result['turns']:,.0f} turns, {len(pks)} concurrent operations"
+
+    phases.say("phase 5/5: the approval queue")
+    # The history first, as in a real queue: decided approvals are older than pending ones.
+    phases.queue_seed(world, pending=0, decided=sizes.queue_decided)
+    seeded = 0
+    for label, count in zip(("1k", "100k"), sizes.queue_pending, strict=True):
+        phases.queue_seed(world, pending=count - seeded, decided=0)
+        seeded = count
+        measured = phases.queue_measure(world, sizes.queue_samples)
+        figures[f"queue_console_ms_p99_{label}"] = measured["console"]
+        figures[f"queue_api_ms_p99_{label}"] = measured["api"]
+        figures[f"queue_ms_p99_{label}"] = max(v for v in measured.values() if v is not None)
+        notes[f"queue_ms_p99_{label}"] = (
+            f"worse of console and API; {_size(count)} pending, "
+            f"{_size(sizes.queue_decided)} decided"
+        )
+        phases.say(
+            f"queue at {count:,} pending: console p99 {measured['console']:.1f} ms, "
+            f"API p99 {measured['api']:.1f} ms"
+        )
+
+    print()
+    print(report.table(figures, notes))
+    target = os.environ.get("BENCH_JSON")
+    if target:
+        report.json_write(Path(target), figures)
+        phases.say(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
