@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Subquery
 from django.utils import timezone
 
 from toolcalls import faultpoints, registry
@@ -28,6 +27,7 @@ from toolcalls.services.connections import connections_check
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.idempotency import key_reserve, key_settle
+from toolcalls.services.locking import call_lock
 from toolcalls.services.results import (
     call_finish,
     call_set_settle,
@@ -78,27 +78,9 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
     _record(claim, outcome)
 
 
-def _lock(call_pk: int) -> tuple[Operation, ToolCall]:
-    # Lock order everywhere: operation, then its children. Only those rows: the tenant is read,
-    # never written, and locking it would serialise every operation of the tenant.
-    owner = ToolCall.objects.filter(pk=call_pk).values("operation_id")
-    operation = (
-        Operation.objects.select_for_update(of=("self",))
-        .select_related("tenant")
-        .get(pk=Subquery(owner))
-    )
-    call = (
-        ToolCall.objects.select_for_update(of=("self",))
-        .select_related("turn")
-        .defer("turn__request_body", "turn__reply")  # the conversation: not needed here
-        .get(pk=call_pk)
-    )
-    return operation, call
-
-
 def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
     with transaction.atomic(durable=True):
-        operation, call = _lock(call_pk)
+        operation, call = call_lock(call_pk)
         if operation.state in OPERATION_TERMINAL:
             return None
         if call.state not in (CallState.PROPOSED, CallState.APPROVED):
@@ -179,7 +161,7 @@ def _run(claim: Claim) -> HandlerOutcome:
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
     connections_check()
     with transaction.atomic(durable=True):
-        operation, call = _lock(claim.call_pk)
+        operation, call = call_lock(claim.call_pk)
         if call.state != CallState.EXECUTING or call.lease_token != claim.lease_token:
             audit_record(
                 operation=operation,

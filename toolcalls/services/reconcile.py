@@ -11,23 +11,17 @@ from django.utils import timezone
 
 from toolcalls import registry
 from toolcalls.envelopes import ErrorCode, error, ok
-from toolcalls.models import Operation, ToolCall
+from toolcalls.models import ToolCall
 from toolcalls.registry import Reconciliation
 from toolcalls.services.enqueue import enqueue_execute
 from toolcalls.services.escalations import EscalationError, operation_escalate
 from toolcalls.services.idempotency import key_settle
+from toolcalls.services.locking import call_lock
 from toolcalls.services.results import call_finish, call_set_settle, success_envelope, tool_context
 from toolcalls.services.transitions import call_transition
 from toolcalls.states import CallState, OperationState
 
 ACTOR = "reconciler"
-
-
-def _lock(call_pk: int) -> tuple[Operation, ToolCall]:
-    operation_pk = ToolCall.objects.values_list("operation_id", flat=True).get(pk=call_pk)
-    operation = Operation.objects.select_for_update().select_related("tenant").get(pk=operation_pk)
-    call = ToolCall.objects.select_for_update().select_related("turn").get(pk=call_pk)
-    return operation, call
 
 
 def call_reconcile(*, call_pk: int) -> None:
@@ -48,7 +42,7 @@ def call_reconcile(*, call_pk: int) -> None:
     except Exception as exc:  # a failing reconciler is an inconclusive one
         answer, detail = Reconciliation(applied=None), f"{type(exc).__name__}: {exc}"
     with transaction.atomic(durable=True):
-        operation, call = _lock(call_pk)
+        operation, call = call_lock(call_pk)
         if call.state != CallState.UNKNOWN_OUTCOME or spec is None:
             return
         if answer.applied:
@@ -101,7 +95,7 @@ def call_resolve(*, call_pk: int, actor: str, resolution: str, note: str = "") -
     if resolution not in RESOLUTIONS:
         raise EscalationError("bad_resolution", f"resolution must be one of {list(RESOLUTIONS)}")
     with transaction.atomic(durable=True):
-        operation, call = _lock(call_pk)
+        operation, call = call_lock(call_pk)
         if call.state != CallState.UNKNOWN_OUTCOME:
             raise EscalationError("not_unknown", f"the call is {call.state}, not UNKNOWN_OUTCOME")
         if resolution == "applied":

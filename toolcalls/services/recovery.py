@@ -32,6 +32,7 @@ from toolcalls.models import Operation, ToolCall
 from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile, enqueue_turn
 from toolcalls.services.execution import settle_lost_call
+from toolcalls.services.locking import call_lock
 from toolcalls.states import CallState, OperationState
 
 ACTOR = "system:recovery"
@@ -108,9 +109,7 @@ def _reap_call(call_pk: int, _kind: str) -> bool:
     """A call whose lease expired mid-run: fence the old worker out, then settle it as lost."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        operation_pk = ToolCall.objects.values_list("operation_id", flat=True).get(pk=call_pk)
-        operation = Operation.objects.select_for_update().get(pk=operation_pk)
-        call = ToolCall.objects.select_for_update().select_related("turn").get(pk=call_pk)
+        operation, call = call_lock(call_pk)
         if (
             call.state != CallState.EXECUTING
             or not call.lease_expires_at
@@ -137,9 +136,7 @@ def _reap_call(call_pk: int, _kind: str) -> bool:
 
 def _requeue_call(call_pk: int, _kind: str) -> bool:
     with transaction.atomic(durable=True):
-        operation_pk = ToolCall.objects.values_list("operation_id", flat=True).get(pk=call_pk)
-        operation = Operation.objects.select_for_update().get(pk=operation_pk)
-        call = ToolCall.objects.select_for_update().get(pk=call_pk)
+        operation, call = call_lock(call_pk)
         if call.state == CallState.PROPOSED and call.queued_at:
             call.queued_at = timezone.now()
             enqueue_execute(call_pk=call.pk)
