@@ -28,6 +28,7 @@ from bench.replies import FAMILY, MODEL, lookup_script, refund_script
 from bench.report import percentile
 from bench.tools import TOOL
 from toolcalls.api.auth import api_key_create
+from toolcalls.api.views import cursor_sign
 from toolcalls.demo.models import Order
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
@@ -421,7 +422,8 @@ def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     _key, token = api_key_create(tenant=world.tenant, name="bench", scopes=["operations:read"])
     api = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
     position = base64.b64encode(urlencode({"p": str(middle.expires_at)}).encode()).decode()
-    api_pages = ["/api/v1/approvals", f"/api/v1/approvals?{urlencode({'cursor': position})}"]
+    deep_api = urlencode({"cursor": cursor_sign(path="/api/v1/approvals", encoded=position)})
+    api_pages = ["/api/v1/approvals", f"/api/v1/approvals?{deep_api}"]
     found: dict[str, float | None] = {}
     for label, client, pages in (("console", console, console_pages), ("api", api, api_pages)):
         times = _sample(client, pages, samples)

@@ -223,12 +223,29 @@ def test_an_unknown_filter_value_is_400_not_an_empty_list(
 
 
 def test_a_cursor_from_another_list_or_tampered_with_is_400(client: APIClient) -> None:
-    operation = create(client, replies=[final()])["id"]
-    events = get(client, f"/operations/{operation}/events", {"limit": 1}).json()
+    first, second = (create(client, replies=[final()])["id"] for _ in range(2))
+    events = get(client, f"/operations/{first}/events", {"limit": 1}).json()
     foreign = parse_qs(urlsplit(events["next"]).query)["cursor"][0]  # a position by seq
-    forged = base64.b64encode(b"p=abc").decode()
-    for cursor in (foreign, forged, "garbage"):
+    page = get(client, "/operations", {"limit": 1}).json()
+    own = parse_qs(urlsplit(page["next"]).query)["cursor"][0]
+    encoded, signature = own.rsplit(":", 1)
+    position = base64.b64encode(b"p=2999-01-01+00%3A00%3A00%2B00%3A00").decode()
+    forged = f"{position}:{signature}"  # a well-formed position under another signature
+    unsigned = base64.b64encode(b"p=abc").decode()
+    for cursor in (foreign, forged, encoded, unsigned, "garbage"):
         error_of(get(client, "/operations", {"cursor": cursor}), 400, "invalid_cursor")
+    # The same position is refused by another list of the same ordering, taken by its own.
+    other = f"/operations/{second}/events"
+    error_of(get(client, other, {"cursor": foreign}), 400, "invalid_cursor")
+    assert get(client, f"/operations/{first}/events", {"cursor": foreign}).status_code == 200
+    assert get(client, "/operations", {"cursor": own}).json()["results"][0]["id"] == first
+
+
+@pytest.mark.parametrize("limit", ["0", "-5", "abc", "201", "1.5"])
+def test_a_limit_out_of_range_is_400(client: APIClient, limit: str) -> None:
+    error = error_of(get(client, "/operations", {"limit": limit}), 400, "invalid_request")
+    assert error["details"] == {"limit": limit}
+    assert "from 1 to 200" in error["message"]
 
 
 def test_a_date_without_offset_is_read_in_the_server_time_zone(client: APIClient) -> None:

@@ -4,12 +4,15 @@ and call services. Errors take the one shape of :mod:`toolcalls.api.errors`."""
 from __future__ import annotations
 
 import re
+from base64 import b64decode
 from collections.abc import Collection
 from datetime import UTC
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.signing import BadSignature, Signer
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import QueryDict
@@ -18,11 +21,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, pagination, status
-from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from providers.families import ADAPTERS
@@ -144,17 +147,43 @@ class ApiListView(ApiView, generics.ListAPIView):  # type: ignore[misc]
 
 
 class ApiCursor(pagination.CursorPagination):
-    """Cursor paging (``?cursor=`` as returned in ``next``/``previous``; ``?limit=``). A cursor
-    that was tampered with, or taken from another list, is 400 ``invalid_cursor``."""
+    """Cursor paging (``?cursor=`` as returned in ``next``/``previous``; ``?limit=`` from 1 to
+    ``max_page_size``, else 400 ``invalid_request``). Cursors are signed for the list's path
+    (:func:`cursor_sign`): one that was altered, or taken from another list, is 400
+    ``invalid_cursor``."""
 
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
 
+    def get_page_size(self, request: Request) -> int:
+        value = request.query_params.get(self.page_size_query_param)
+        if value is None:
+            return self.page_size
+        if not value.isdigit() or not 1 <= int(value) <= self.max_page_size:
+            message = f"limit must be a whole number from 1 to {self.max_page_size}."
+            raise ApiError(400, "invalid_request", message, {"limit": value})
+        return int(value)
+
+    def encode_cursor(self, cursor: pagination.Cursor) -> str:
+        url = super().encode_cursor(cursor)
+        encoded = parse_qs(urlsplit(url).query)[self.cursor_query_param][0]
+        signed = cursor_sign(path=self.request.path, encoded=encoded)
+        return replace_query_param(url, self.cursor_query_param, signed)
+
     def decode_cursor(self, request: Request) -> pagination.Cursor | None:
+        signed = request.query_params.get(self.cursor_query_param)
+        if signed is None:
+            return None
         try:
-            return super().decode_cursor(request)
-        except NotFound:
+            encoded = _cursor_signer(request.path).unsign(signed)
+            tokens = parse_qs(b64decode(encoded, validate=True).decode("ascii"))
+            return pagination.Cursor(
+                offset=min(int(tokens.get("o", ["0"])[0]), self.offset_cutoff),
+                reverse=bool(int(tokens.get("r", ["0"])[0])),
+                position=tokens.get("p", [None])[0],
+            )
+        except (BadSignature, ValueError, UnicodeError):
             raise _invalid_cursor() from None
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
@@ -163,6 +192,16 @@ class ApiCursor(pagination.CursorPagination):
         except (ValueError, TypeError, OverflowError, DjangoValidationError):
             # The cursor decoded, but its position does not fit this list's ordering.
             raise _invalid_cursor() from None
+
+
+def cursor_sign(*, path: str, encoded: str) -> str:
+    """``encoded`` (DRF's base64 cursor: ``o``, ``r``, ``p``) signed for the list at ``path``
+    (``/api/v1/…``) with ``SECRET_KEY``: what a ``cursor`` parameter of that list carries."""
+    return _cursor_signer(path).sign(encoded)
+
+
+def _cursor_signer(path: str) -> Signer:
+    return Signer(salt=f"callgate.api.cursor:{path}")
 
 
 def _invalid_cursor() -> ApiError:
