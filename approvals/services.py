@@ -18,12 +18,13 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from toolcalls import registry
 from toolcalls.diffs import arguments_diff
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
-from toolcalls.registry import ToolSpec
+from toolcalls.registry import ToolError, ToolSpec
 from toolcalls.services.audit import audit_record
-from toolcalls.services.results import call_finish, call_set_settle
+from toolcalls.services.results import call_finish, call_set_settle, tool_context
 from toolcalls.services.transitions import call_transition, row_transition
 from toolcalls.services.validation import arguments_normalize, call_check
 from toolcalls.states import APPROVAL_TRANSITIONS, OPERATION_TERMINAL, ApprovalState, CallState
@@ -122,6 +123,8 @@ def approval_decide(
     ``ApprovalError("expired")`` is raised after that commits. An approval whose operation already
     ended is ``superseded``. On approve, ``resume_operation`` is queued after commit.
     """
+    if approve and arguments is not None:
+        _edit_precheck(approval_pk, actor, arguments)
     expired = False
     with transaction.atomic(durable=True):
         operation, call, approval = _locked(approval_pk)
@@ -166,6 +169,30 @@ def approval_decide(
             "expired", f"This approval expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
         )
     return approval
+
+
+def _edit_precheck(approval_pk: int, actor: User, arguments: Any) -> None:
+    """Before any lock: an edit that validates but that the tool's precondition already refuses
+    (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
+    than an approval used up on a call that fails at resume. The precondition may ask another
+    system, so it runs outside the decision's transaction; resume checks it again."""
+    approval = ApprovalRequest.objects.select_related("operation__tenant", "call").get(
+        pk=approval_pk
+    )
+    _check_decider(approval, actor)  # who may not decide learns nothing about the edit
+    spec = registry.get(approval.tool_name)
+    if spec is None or spec.precondition is None or not isinstance(arguments, Mapping):
+        return
+    normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
+    verdict = call_check(
+        operation=approval.operation, tool_name=approval.tool_name, arguments=normalized
+    )
+    if verdict.rejected or normalized.value is None:
+        return  # refused with its own message inside the transaction
+    try:
+        spec.precondition(tool_context(approval.operation, approval.call), normalized.value)
+    except ToolError as exc:
+        raise ApprovalError("invalid_edit", exc.message) from None
 
 
 def _edit(

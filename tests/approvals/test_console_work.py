@@ -13,12 +13,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from approvals import services as approvals_services
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from tests.factories import ApprovalRequestFactory, TenantFactory
-from toolcalls.demo.models import LedgerEntry
+from toolcalls.demo.models import LedgerEntry, RefundDraft
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -183,9 +184,30 @@ def test_approve_with_edited_arguments(parked) -> None:
     assert json.loads(sent["output"])["arguments"]["amount_cents"] == 3000  # the model was told
 
 
-def test_an_edit_beyond_the_draft_is_refused_at_resume(parked) -> None:
+def test_an_edit_beyond_the_draft_is_refused_before_it_is_decided(parked) -> None:
     approval = parked.approvals.get()
     edited = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 6000}
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, arguments=edited)
+    assert exc.value.code == "invalid_edit" and "draft" in str(exc.value)
+    approval.refresh_from_db()
+    call = parked.calls.get(tool_name="submit_refund")
+    assert approval.state == "PENDING" and call.state == CallState.WAITING_APPROVAL
+    assert json.loads(approval.canonical_arguments)["amount_cents"] == 4999
+    assert LedgerEntry.objects.count() == 0
+    with pytest.raises(ApprovalError) as exc:  # the requester still hears only that
+        approval_decide(
+            approval_pk=approval.pk, actor=approval.requested_by, approve=True, arguments=edited
+        )
+    assert exc.value.code == "self_approval"
+
+
+def test_a_draft_changed_after_the_edit_is_still_refused_at_resume(parked, monkeypatch) -> None:
+    """The edit's precheck is advice; resume checks the precondition again."""
+    approval = parked.approvals.get()
+    edited = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 3000}
+    monkeypatch.setattr(approvals_services, "_edit_precheck", lambda *args: None)
+    RefundDraft.objects.filter(draft_id="RD-ORD-1001-1").update(amount_cents=2000)
     approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, arguments=edited)
     call = parked.calls.get(tool_name="submit_refund")
     assert (call.state, call.error_code) == (CallState.REJECTED, "DRAFT_MISMATCH")
