@@ -117,7 +117,8 @@ def approval_decide(
 
     The requester may not decide their own request; a denial needs a reason (it is sent to the
     model). ``arguments`` (approve only) replaces the call's arguments: they are validated again
-    (schema, authorization, policy revision), the diff, new digest and editor are audited, and the
+    (schema, authorization, policy revision, and the tool's precondition, which resume checks
+    once more; else ``invalid_edit``), the diff, new digest and editor are audited, and the
     model is told the call ran with edited arguments. An approval past ``expires_at`` (database
     time) is marked EXPIRED and the call gets an ``APPROVAL_EXPIRED`` result;
     ``ApprovalError("expired")`` is raised after that commits. An approval whose operation already
