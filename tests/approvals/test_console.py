@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from tests.engine import bundled_replies, start
 from tests.factories import TenantFactory, UserFactory
@@ -54,6 +55,8 @@ def test_operator_sees_queue_and_detail_with_canonical_arguments(parked) -> None
         '{"amount_cents":4999,"draft_id":"RD-ORD-1001-1","order_id":"ORD-1001"}'
     )
     assert "&quot;draft_id&quot;: &quot;RD-ORD-1001-1&quot;" in detail
+    exact = escape(approval.canonical_arguments)  # the bytes the digest covers, verbatim
+    assert f'<pre data-testid="canonical-arguments">{exact}</pre>' in detail
     assert "amount_cents 4999 cents is above the approval threshold" in detail
     assert "prepare a refund draft of $49.99" in detail  # what the model said before
 
