@@ -111,9 +111,7 @@ class ApprovalDecideView(_Approvals):
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
         approval = get_object_or_404(self.approvals(), public_id=public_id)
-        body = DecisionSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.validated(DecisionSerializer)
         try:
             approval_decide(
                 approval_pk=approval.pk,

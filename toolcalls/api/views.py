@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination, status
+from rest_framework import generics, pagination, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -80,6 +80,17 @@ class ApiView(APIView):
     def key(self) -> ApiKey:
         assert isinstance(self.request.auth, ApiKey)
         return self.request.auth
+
+    def actor(self) -> str:
+        """Who the audit trail names for this request: ``service:<API key name>``."""
+        return f"service:{self.key().name}"
+
+    def validated(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+        """The request body's fields as ``serializer_class`` validates them; raises DRF's
+        ``ValidationError`` (400 ``invalid_request`` with field details) otherwise."""
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        return dict(body.validated_data)
 
     def operations(self) -> QuerySet[Operation]:
         """The caller's tenant's operations (others' are 404, never 403)."""
@@ -278,9 +289,7 @@ class OperationsView(ApiListView):
     def post(self, request: Request) -> Response:
         """Start an operation: PENDING at once, its first model request queued. Poll it (or take
         webhooks) to follow it."""
-        body = OperationCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.validated(OperationCreateSerializer)
         key = self.key()
         script = None
         if data.get("replies"):  # saved by operation_start, with the operation
@@ -367,13 +376,12 @@ class OperationCancelView(ApiView):
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = self.validated(ReasonSerializer)
         try:
             operation_cancel(
                 operation_pk=operation.pk,
-                actor=f"service:{self.key().name}",
-                reason=body.validated_data["reason"],
+                actor=self.actor(),
+                reason=body["reason"],
             )
         except OperationError as exc:
             raise ApiError(409, exc.code, str(exc)) from None
@@ -396,18 +404,14 @@ class OperationExtendView(ApiView):
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
-        body = ExtendSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        budgets = {
-            k: int(v) if float(v).is_integer() else v
-            for k, v in body.validated_data["budgets"].items()
-        }
+        body = self.validated(ExtendSerializer)
+        budgets = {k: int(v) if float(v).is_integer() else v for k, v in body["budgets"].items()}
         try:
             operation_extend(
                 operation_pk=operation.pk,
-                actor=f"service:{self.key().name}",
+                actor=self.actor(),
                 budgets=budgets,
-                note=body.validated_data["note"],
+                note=body["note"],
             )
         except EscalationError as exc:
             raise ApiError(
@@ -431,13 +435,12 @@ class OperationStopView(ApiView):
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = self.validated(ReasonSerializer)
         try:
             operation_stop(
                 operation_pk=operation.pk,
-                actor=f"service:{self.key().name}",
-                reason=body.validated_data["reason"],
+                actor=self.actor(),
+                reason=body["reason"],
             )
         except EscalationError as exc:
             raise ApiError(409, exc.code, exc.message) from None
