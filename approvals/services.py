@@ -21,6 +21,7 @@ from approvals.models import ApprovalRequest
 from toolcalls import registry
 from toolcalls.diffs import arguments_diff
 from toolcalls.envelopes import ErrorCode, error
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolError, ToolSpec
 from toolcalls.services.audit import audit_record
@@ -32,14 +33,9 @@ from toolcalls.states import APPROVAL_TRANSITIONS, OPERATION_TERMINAL, ApprovalS
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-class ApprovalError(Exception):
+class ApprovalError(CallgateError):
     """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
     ``already_decided``, ``superseded``, ``expired``, ``reason_required`` or ``invalid_edit``."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def approval_request_open(

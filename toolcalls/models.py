@@ -13,7 +13,7 @@ from django.db import models
 
 from providers.base import Outcome
 from toolcalls.ids import new_call_id, new_operation_id
-from toolcalls.states import CallState, OperationState
+from toolcalls.states import AuditKind, CallState, OperationState
 
 
 def _state_check(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
@@ -270,7 +270,7 @@ class AuditEvent(models.Model):
 
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="events")
     seq = models.PositiveIntegerField()
-    kind = models.CharField(max_length=60)
+    kind = models.CharField(max_length=60, choices=AuditKind.choices)
     call = models.ForeignKey(
         ToolCall, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )

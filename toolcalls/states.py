@@ -150,3 +150,22 @@ def check_transition(table: dict[str, frozenset[str]], kind: str, from_state: st
     """Raise :class:`IllegalTransition` unless ``from_state -> to`` is in ``table``."""
     if to not in table.get(from_state, frozenset()):
         raise IllegalTransition(kind, from_state, to)
+
+
+class AuditKind(models.TextChoices):
+    """What an audit event records (``AuditEvent.kind``); webhooks carry some of them."""
+
+    OPERATION_CREATED = "operation.created"
+    OPERATION_TRANSITION = "operation.transition"
+    CALL_PROPOSED = "call.proposed"
+    CALL_TRANSITION = "call.transition"
+    CALL_KEY_IN_FLIGHT = "call.key_in_flight"
+    CALL_STALE_RESULT_REFUSED = "call.stale_result_refused"
+    TURN_STALE_REPLY_REFUSED = "turn.stale_reply_refused"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_TRANSITION = "approval.transition"
+    APPROVAL_ARGUMENTS_EDITED = "approval.arguments_edited"
+    RECOVERY_TURN_LEASE_EXPIRED = "recovery.turn_lease_expired"
+    RECOVERY_REQUEUED = "recovery.requeued"
+    RECOVERY_CALL_LEASE_EXPIRED = "recovery.call_lease_expired"
+    RECOVERY_CALL_REQUEUED = "recovery.call_requeued"

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for, turn_trip
 from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
@@ -20,13 +21,8 @@ from toolcalls.states import OperationState
 RESUMABLE = (OperationState.RESULTS_READY, OperationState.MODEL_REQUESTED)
 
 
-class EscalationError(ValueError):
+class EscalationError(CallgateError):
     """An extension or stop that cannot be made; ``code`` is machine-readable."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def operation_escalate(*, operation: Operation, reason: str, actor: str, **details: Any) -> None:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from providers.families import get_adapter
 from toolcalls import registry
+from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import Operation, ReplayScript, Tenant
 from toolcalls.services.audit import audit_record
@@ -22,12 +23,8 @@ from toolcalls.services.transports import live_settings
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 
-class OperationError(ValueError):
+class OperationError(CallgateError):
     """Bad input to an operation service. ``code`` is machine-readable."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def operation_start(
