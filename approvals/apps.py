@@ -3,3 +3,11 @@ from django.apps import AppConfig
 
 class ApprovalsConfig(AppConfig):
     name = "approvals"
+
+    def ready(self) -> None:
+        from approvals.services import ApprovalDesk
+        from toolcalls.services.approvals import approval_desk_register
+
+        # The engine parks calls and revalidates approvals through this app's desk; it never
+        # imports the app.
+        approval_desk_register(ApprovalDesk())

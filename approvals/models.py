@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from approvals.states import ApprovalState
 from toolcalls.ids import new_approval_id
 from toolcalls.models import Operation, Tenant, ToolCall
-from toolcalls.states import OPERATION_ACTIVE, ApprovalState
+from toolcalls.states import OPERATION_ACTIVE
 
 #: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
 #: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).

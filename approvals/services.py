@@ -1,53 +1,74 @@
-"""Approval requests: open (from the engine), decide, expire, and resume after approval.
+"""Approval requests: open (for the engine), decide, expire.
 
-Lock order follows the engine's: operation, then call, then approval. Expiry is decided by the
-database clock (``Now()``), at decision time and by the periodic sweep.
+The engine owns every call transition (``toolcalls.services.approvals``); this app keeps the
+approval record, decides who may decide, and calls the engine once per decision. Locks follow
+the engine's order: operation, then call, then approval. Expiry is decided by the database
+clock (``Now()``), at decision time and by the periodic sweep.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from toolcalls import registry
+from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
+from toolcalls.actors import ENGINE, EXPIRY_SWEEP, Actor
 from toolcalls.diffs import arguments_diff
-from toolcalls.envelopes import ErrorCode, error
-from toolcalls.errors import CallgateError
-from toolcalls.models import Operation, ToolCall
-from toolcalls.registry import ToolError, ToolSpec
-from toolcalls.services.audit import audit_record
-from toolcalls.services.results import call_finish, call_set_settle, tool_context
-from toolcalls.services.transitions import call_transition, row_transition
-from toolcalls.services.validation import arguments_normalize, call_check
-from toolcalls.states import APPROVAL_TRANSITIONS, OPERATION_TERMINAL, ApprovalState, CallState
+from toolcalls.models import Tenant, ToolCall
+from toolcalls.registry import ToolSpec
+from toolcalls.services.approvals import (
+    ApprovalError,
+    ApprovalTerms,
+    ArgumentsEdit,
+    arguments_edit_check,
+    arguments_edit_precondition,
+    call_decide,
+    call_expire,
+)
+from toolcalls.services.transitions import row_transition
+from toolcalls.services.unit import Step, call_step
+from toolcalls.states import AuditKind
+
+__all__ = ["DECIDE_PERMISSION", "ApprovalError", "approval_decide", "approvals_expire_due"]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-class ApprovalError(CallgateError):
-    """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
-    ``already_decided``, ``superseded``, ``expired``, ``reason_required`` or ``invalid_edit``."""
+class ApprovalDesk:
+    """How the engine opens approvals and reads back what was approved (registered by
+    ``ApprovalsConfig.ready``)."""
+
+    def open(
+        self, step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
+    ) -> None:
+        approval_request_open(
+            step, call, spec=spec, canonical_arguments=canonical_arguments, reason=reason
+        )
+
+    def terms(self, call: ToolCall) -> ApprovalTerms:
+        approval = ApprovalRequest.objects.select_for_update().get(call=call)
+        return ApprovalTerms(
+            approved=approval.state == ApprovalState.APPROVED,
+            decided_at=approval.decided_at,
+            expires_at=approval.expires_at,
+            arguments_sha256=approval.arguments_sha256,
+            schema_version=approval.schema_version,
+            policy_revision=approval.policy_revision,
+        )
 
 
 def approval_request_open(
-    *,
-    operation: Operation,
-    call: ToolCall,
-    spec: ToolSpec,
-    canonical_arguments: str,
-    reason: str,
+    step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
 ) -> ApprovalRequest:
-    """Park ``call`` for a human: the engine's one way into this app. Runs inside the engine's
-    transaction that moved the call to WAITING_APPROVAL (operation and call rows locked)."""
+    """Record the request for a human decision on ``call``, which the engine just parked."""
+    operation = step.operation
     now = timezone.now()
     approval = ApprovalRequest.objects.create(
         call=call,
@@ -65,10 +86,9 @@ def approval_request_open(
         created_at=now,
         expires_at=now + timedelta(seconds=settings.CALLGATE_APPROVAL_TTL_S),
     )
-    audit_record(
-        operation=operation,
-        kind="approval.requested",
-        actor="engine",
+    step.audit(
+        kind=AuditKind.APPROVAL_REQUESTED,
+        actor=ENGINE,
         call=call,
         approval_ref=approval.public_id,
         to_state=ApprovalState.PENDING,
@@ -87,18 +107,27 @@ def _amount(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _locked(approval_pk: int) -> tuple[Operation, ToolCall, ApprovalRequest]:
-    operation_pk = ApprovalRequest.objects.values_list("operation_id", flat=True).get(
-        pk=approval_pk
-    )
-    operation = Operation.objects.select_for_update().select_related("tenant").get(pk=operation_pk)
-    approval = (
-        ApprovalRequest.objects.select_for_update(of=("self",))
-        .annotate(db_now=Now())
-        .get(pk=approval_pk)
-    )
-    call = ToolCall.objects.select_for_update().select_related("turn").get(pk=approval.call_id)
-    return operation, call, approval
+def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError | None:
+    """Why ``user`` cannot decide ``approval`` now, or ``None``: the one statement of the
+    decider rules, for the console, the API and :func:`approval_decide`. Reads
+    ``approval.operation`` (select it with the approval)."""
+    if not user.has_perm(DECIDE_PERMISSION):
+        return ApprovalError("not_permitted", "You can read approvals but may not decide them.")
+    if not Tenant.members.through.objects.filter(
+        tenant_id=approval.tenant_id, user_id=user.pk
+    ).exists():
+        return ApprovalError("not_permitted", "You may not decide approvals for this tenant.")
+    if approval.state != ApprovalState.PENDING:
+        message = f"This approval is already {approval.state}; it can no longer be decided."
+        return ApprovalError("already_decided", message)
+    if approval.superseded:
+        state = approval.operation.state
+        message = f"Superseded: the operation already ended ({state}); nothing is left to decide."
+        return ApprovalError("superseded", message)
+    if approval.requested_by_id == user.pk:
+        message = "You requested this call; another operator must decide it."
+        return ApprovalError("self_approval", message)
+    return None
 
 
 def approval_decide(
@@ -108,59 +137,34 @@ def approval_decide(
     approve: bool,
     reason: str = "",
     arguments: Any = None,
+    audit_as: Actor | None = None,
 ) -> ApprovalRequest:
     """Approve or deny; exactly one decision wins (row lock). Raises :class:`ApprovalError`.
 
-    The requester may not decide their own request; a denial needs a reason (it is sent to the
-    model). ``arguments`` (approve only) replaces the call's arguments: they are validated again
-    (schema, authorization, policy revision, and the tool's precondition, which resume checks
-    once more; else ``invalid_edit``), the diff, new digest and editor are audited, and the
-    model is told the call ran with edited arguments. An approval past ``expires_at`` (database
-    time) is marked EXPIRED and the call gets an ``APPROVAL_EXPIRED`` result;
-    ``ApprovalError("expired")`` is raised after that commits. An approval whose operation already
-    ended is ``superseded``. On approve, ``resume_operation`` is queued after commit.
+    ``actor`` decides (:func:`decision_refusal`; ``audit_as`` names them in the audit trail,
+    by default as the user). A denial needs a reason (it is sent to the model). ``arguments``
+    (approve only) replaces the call's arguments: they are validated again (schema,
+    authorization, policy revision, and the tool's precondition, which resume checks once more;
+    else ``invalid_edit``), the diff, new digest and editor are audited, and the model is told
+    the call ran with edited arguments. An approval past ``expires_at`` (database time) is
+    marked EXPIRED and the call gets an ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")``
+    is raised after that commits. An approval whose operation already ended is ``superseded``.
+    On approve, the engine resumes the call after commit.
     """
     if approve and arguments is not None:
         _edit_precheck(approval_pk, actor, arguments)
-    expired = False
-    with transaction.atomic(durable=True):
-        operation, call, approval = _locked(approval_pk)
-        _check_decider(approval, actor)
-        if operation.state in OPERATION_TERMINAL:
-            raise ApprovalError(
-                "superseded", f"The operation already ended ({operation.state}); nothing to decide."
-            )
-        if approval.db_now >= approval.expires_at:  # type: ignore[attr-defined]
-            _expire(operation, call, approval, actor="system")
-            expired = True
-        elif approve:
-            if arguments is not None:
-                _edit(operation, call, approval, actor, arguments)
-            _decide(operation, call, approval, actor, ApprovalState.APPROVED, reason)
-            call_transition(
-                operation=operation,
-                call=call,
-                to_state=CallState.APPROVED,
-                actor=_actor(actor),
-                approval_ref=approval.public_id,
-            )
-            # robust: a lost wake-up is the recovery sweep's, never the decider's error.
-            transaction.on_commit(partial(_enqueue_resume, call.pk), robust=True)
+    who = audit_as or Actor.user(actor)
+    call_pk = ApprovalRequest.objects.values_list("call_id", flat=True).get(pk=approval_pk)
+    with call_step(call_pk) as step:
+        approval = _locked(step, approval_pk)
+        refusal = decision_refusal(approval=approval, user=actor)
+        if refusal:
+            raise refusal
+        expired = approval.db_now >= approval.expires_at  # type: ignore[attr-defined]
+        if expired:
+            _expire(step, approval, actor=ENGINE)
         else:
-            if not reason.strip():
-                raise ApprovalError("reason_required", "A denial needs a reason for the model.")
-            _decide(operation, call, approval, actor, ApprovalState.DENIED, reason)
-            call_finish(
-                operation=operation,
-                call=call,
-                to_state=CallState.DENIED,
-                model_result=error(
-                    ErrorCode.DENIED,
-                    f"An operator denied this call; it did not run. Reason: {reason.strip()}",
-                ),
-                actor=_actor(actor),
-            )
-            call_set_settle(operation=operation, turn_id=call.turn_id, actor=_actor(actor))
+            _decide(step, approval, actor, who, approve, reason, arguments)
     if expired:
         raise ApprovalError(
             "expired", f"This approval expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
@@ -168,167 +172,169 @@ def approval_decide(
     return approval
 
 
+def _locked(step: Step, approval_pk: int) -> ApprovalRequest:
+    """The approval, locked after the step's operation and call, with the database's time."""
+    approval = (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .annotate(db_now=Now())
+        .get(pk=approval_pk)
+    )
+    approval.operation = step.operation
+    return approval
+
+
 def _edit_precheck(approval_pk: int, actor: User, arguments: Any) -> None:
-    """Before any lock: an edit that validates but that the tool's precondition already refuses
-    (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
-    than an approval used up on a call that fails at resume. The precondition may ask another
-    system, so it runs outside the decision's transaction; resume checks it again."""
+    """Before any lock, the edit's precondition (``arguments_edit_precondition``); who may not
+    decide learns nothing about the edit."""
     approval = ApprovalRequest.objects.select_related("operation__tenant", "call").get(
         pk=approval_pk
     )
-    _check_decider(approval, actor)  # who may not decide learns nothing about the edit
-    spec = registry.get(approval.tool_name)
-    if spec is None or spec.precondition is None or not isinstance(arguments, Mapping):
-        return
-    normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
-    verdict = call_check(
-        operation=approval.operation, tool_name=approval.tool_name, arguments=normalized
+    refusal = decision_refusal(approval=approval, user=actor)
+    if refusal:
+        raise refusal
+    arguments_edit_precondition(
+        operation=approval.operation, call=approval.call, arguments=arguments
     )
-    if verdict.rejected or normalized.value is None:
-        return  # refused with its own message inside the transaction
-    try:
-        spec.precondition(tool_context(approval.operation, approval.call), normalized.value)
-    except ToolError as exc:
-        raise ApprovalError("invalid_edit", exc.message) from None
+
+
+def _decide(
+    step: Step,
+    approval: ApprovalRequest,
+    actor: User,
+    who: Actor,
+    approve: bool,
+    reason: str,
+    arguments: Any,
+) -> None:
+    call = step.call
+    assert call is not None
+    edit = None
+    if approve and arguments is not None:
+        edit = _edit(step, approval, actor, who, arguments)
+    if not approve and not reason.strip():
+        raise ApprovalError("reason_required", "A denial needs a reason for the model.")
+    state = ApprovalState.APPROVED if approve else ApprovalState.DENIED
+    _record(step, approval, actor, who, state, reason)
+    call_decide(
+        step,
+        call,
+        approve=approve,
+        actor=who,
+        approval_ref=approval.public_id,
+        reason=reason,
+        edit=edit,
+    )
 
 
 def _edit(
-    operation: Operation, call: ToolCall, approval: ApprovalRequest, actor: User, arguments: Any
-) -> None:
-    """Replace the call's arguments with an operator's edit, after the validation chain."""
-    normalized = arguments_normalize(
-        arguments=arguments if isinstance(arguments, Mapping) else None,
-        arguments_error=not isinstance(arguments, Mapping),
-        raw_arguments=None,
+    step: Step, approval: ApprovalRequest, actor: User, who: Actor, arguments: Any
+) -> ArgumentsEdit | None:
+    """Check an operator's replacement arguments and record them on the approval; ``None``
+    when they are the arguments already approved for."""
+    call = step.call
+    assert call is not None
+    edit = arguments_edit_check(
+        operation=step.operation,
+        call=call,
+        arguments=arguments,
+        policy_revision=approval.policy_revision,
     )
-    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
-    if verdict.rejected:
-        raise ApprovalError("invalid_edit", verdict.error_message)
-    assert verdict.spec is not None and normalized.value is not None
-    if verdict.spec.approval.revision != approval.policy_revision:
-        raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
-    if normalized.sha256 == approval.arguments_sha256:
-        return
-    diff = arguments_diff(call.arguments, normalized.value)
+    if edit.sha256 == approval.arguments_sha256:
+        return None
+    diff = arguments_diff(call.arguments, edit.value)
     if not approval.original_arguments:
         approval.original_arguments = approval.canonical_arguments
         approval.original_sha256 = approval.arguments_sha256
     old_sha256 = approval.arguments_sha256
-    approval.canonical_arguments = normalized.canonical
-    approval.arguments_sha256 = normalized.sha256
-    approval.amount_cents = _amount(verdict.spec, normalized.value)
+    approval.canonical_arguments = edit.canonical
+    approval.arguments_sha256 = edit.sha256
+    approval.amount_cents = _amount(edit.spec, edit.value)
     approval.edited_by = actor
-    approval.save(
-        update_fields=[
-            "original_arguments",
-            "original_sha256",
-            "canonical_arguments",
-            "arguments_sha256",
-            "amount_cents",
-            "edited_by",
-        ]
-    )
-    call.arguments = normalized.value
-    call.arguments_sha256 = normalized.sha256
-    call.arguments_edited = True
-    call.save(update_fields=["arguments", "arguments_sha256", "arguments_edited", "updated_at"])
-    audit_record(
-        operation=operation,
-        kind="approval.arguments_edited",
-        actor=_actor(actor),
+    step.change(approval, *_EDITED)
+    step.audit(
+        kind=AuditKind.APPROVAL_ARGUMENTS_EDITED,
+        actor=who,
         call=call,
         approval_ref=approval.public_id,
         details={
             "tool": call.tool_name,
             "diff": diff,
             "old_sha256": old_sha256,
-            "arguments_sha256": normalized.sha256,
-            "policy": verdict.approval_reason or "no approval needed for the edited arguments",
+            "arguments_sha256": edit.sha256,
+            "policy": edit.approval_reason or "no approval needed for the edited arguments",
         },
     )
+    return edit
 
 
-def _check_decider(approval: ApprovalRequest, actor: User) -> None:
-    if (
-        not actor.has_perm(DECIDE_PERMISSION)
-        or not approval.tenant.members.filter(pk=actor.pk).exists()
-    ):
-        raise ApprovalError("not_permitted", "You may not decide approvals for this tenant.")
-    if approval.state != ApprovalState.PENDING:
-        raise ApprovalError("already_decided", f"This approval is already {approval.state}.")
-    if approval.requested_by_id == actor.pk:
-        raise ApprovalError(
-            "self_approval", "You requested this call; another operator must decide."
-        )
+_EDITED = (
+    "original_arguments",
+    "original_sha256",
+    "canonical_arguments",
+    "arguments_sha256",
+    "amount_cents",
+    "edited_by",
+)
 
 
-def _actor(user: User) -> str:
-    return f"user:{user.get_username()}"
-
-
-def _decide(
-    operation: Operation,
-    call: ToolCall,
+def _record(
+    step: Step,
     approval: ApprovalRequest,
     actor: User,
+    who: Actor,
     state: str,
     reason: str,
 ) -> None:
+    """Record the decision on the approval."""
+    call = step.call
+    assert call is not None
     approval.decided_by_id = actor.pk
     approval.decided_at = approval.db_now  # type: ignore[attr-defined]
     approval.decision_reason = reason.strip()
+    step.change(approval, "decided_by", "decided_at", "decision_reason")
+    _transition(
+        step,
+        approval,
+        state,
+        who,
+        {"call_id": call.call_id, "tool": call.tool_name, "reason": reason.strip()},
+    )
+
+
+def _transition(
+    step: Step, approval: ApprovalRequest, state: str, actor: Actor, details: dict[str, Any]
+) -> None:
     row_transition(
-        operation=operation,
-        row=approval,
+        step,
+        approval,
         table=APPROVAL_TRANSITIONS,
         kind="approval",
+        audit_kind=AuditKind.APPROVAL_TRANSITION,
         to_state=state,
-        actor=_actor(actor),
+        actor=actor,
         approval_ref=approval.public_id,
-        details={"call_id": call.call_id, "tool": call.tool_name, "reason": reason.strip()},
-        update_fields=["decided_by", "decided_at", "decision_reason"],
+        details=details,
     )
 
 
-def _expire(operation: Operation, call: ToolCall, approval: ApprovalRequest, *, actor: str) -> None:
+def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
+    call = step.call
+    assert call is not None
     approval.decided_at = approval.db_now  # type: ignore[attr-defined]
-    row_transition(
-        operation=operation,
-        row=approval,
-        table=APPROVAL_TRANSITIONS,
-        kind="approval",
-        to_state=ApprovalState.EXPIRED,
-        actor=actor,
-        approval_ref=approval.public_id,
-        details={"call_id": call.call_id, "expires_at": approval.expires_at.isoformat()},
-        update_fields=["decided_at"],
-    )
-    call_finish(
-        operation=operation,
-        call=call,
-        to_state=CallState.EXPIRED,
-        model_result=error(
-            ErrorCode.APPROVAL_EXPIRED, "Nobody approved this call in time; it did not run."
-        ),
-        actor=actor,
-    )
-    call_set_settle(operation=operation, turn_id=call.turn_id, actor=actor)
+    step.change(approval, "decided_at")
+    details = {"call_id": call.call_id, "expires_at": approval.expires_at.isoformat()}
+    _transition(step, approval, ApprovalState.EXPIRED, actor, details)
+    call_expire(step, call, actor=actor)
 
 
 def approvals_expire_due() -> int:
     """Expire every PENDING approval past ``expires_at`` (database time); returns how many."""
     due = ApprovalRequest.objects.filter(state=ApprovalState.PENDING, expires_at__lte=Now())
     count = 0
-    for approval_pk in due.values_list("pk", flat=True):
-        with transaction.atomic(durable=True):
-            operation, call, approval = _locked(approval_pk)
+    for approval_pk, call_pk in due.values_list("pk", "call_id"):
+        with call_step(call_pk) as step:
+            approval = _locked(step, approval_pk)
             if approval.state == ApprovalState.PENDING and approval.db_now >= approval.expires_at:  # type: ignore[attr-defined]
-                _expire(operation, call, approval, actor="system:expiry-sweep")
+                _expire(step, approval, actor=EXPIRY_SWEEP)
                 count += 1
     return count
-
-
-def _enqueue_resume(call_pk: int) -> None:
-    from approvals import tasks
-
-    tasks.resume_operation.delay(call_pk)

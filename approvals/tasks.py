@@ -2,13 +2,7 @@
 
 from celery import shared_task
 
-from approvals import resume, services
-
-
-@shared_task(name="approvals.resume_operation")
-def resume_operation(call_pk: int) -> None:
-    """Revalidate and execute an approved call (``approvals.resume.approval_resume``)."""
-    resume.approval_resume(call_pk=call_pk)
+from approvals import services
 
 
 @shared_task(name="approvals.expire_due")

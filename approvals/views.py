@@ -13,11 +13,11 @@ from django.views.decorators.http import require_http_methods
 from approvals import selectors
 from approvals.forms import DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
-from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
+from approvals.services import ApprovalError, approval_decide, decision_refusal
+from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.http import AuthenticatedHttpRequest
 from toolcalls.models import Tenant
-from toolcalls.states import ApprovalState
 
 DECISIONS = ("approve", "deny")
 
@@ -31,16 +31,8 @@ def _approval(request: AuthenticatedHttpRequest, public_id: str) -> ApprovalRequ
 
 def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str | None:
     """Why this user cannot decide this approval now, or ``None``."""
-    if approval.state != ApprovalState.PENDING:
-        return f"This approval is already {approval.state.lower()}; it can no longer be decided."
-    if approval.superseded:
-        state = approval.operation.state.lower()
-        return f"Superseded: the operation already ended ({state}); nothing is left to decide."
-    if not request.user.has_perm(DECIDE_PERMISSION):
-        return "You can read approvals but not decide them."
-    if approval.requested_by_id == request.user.pk:
-        return "You requested this call; another operator must decide it."
-    return None
+    refusal = decision_refusal(approval=approval, user=request.user)
+    return refusal.message if refusal else None
 
 
 def _pretty(canonical: str) -> str:

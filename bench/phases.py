@@ -22,6 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals import selectors
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from approvals.states import ApprovalState
 from bench import workers
 from bench.env import BROKER_URL
 from bench.replies import FAMILY, MODEL, lookup_script, refund_script
@@ -34,7 +35,7 @@ from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
 from toolcalls.services import execution, turns
 from toolcalls.services.operations import operation_start
-from toolcalls.states import OPERATION_TERMINAL, ApprovalState, CallState, OperationState
+from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 Figures = dict[str, float | None]
 _STARTED = time.monotonic()

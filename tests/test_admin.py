@@ -23,6 +23,7 @@ from tests.factories import (
     ToolCallFactory,
     UserFactory,
 )
+from toolcalls.actors import Actor
 from toolcalls.admin_base import CappedCountPaginator
 from toolcalls.demo.models import Fault, LedgerEntry, Order, RefundDraft
 from toolcalls.models import (
@@ -35,6 +36,7 @@ from toolcalls.models import (
     ToolCall,
 )
 from toolcalls.services.audit import audit_record
+from toolcalls.states import AuditKind
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +135,11 @@ def tenant_rows(slug: str) -> Rows:
         model_result={"ok": True},
     )
     event = audit_record(
-        operation=operation, kind="call.proposed", actor="system", call=call, details={"n": 1}
+        operation=operation,
+        kind=AuditKind.CALL_PROPOSED,
+        actor=Actor.system("test"),
+        call=call,
+        details={"n": 1},
     )
     order = Order.objects.create(
         tenant_ref=slug,
@@ -274,7 +280,7 @@ def test_audit_event_cannot_be_rewritten(superuser: Client, a: Rows) -> None:
     response = superuser.post(change_url(event), {"kind": "tampered", "actor": "mallory"})
     assert response.status_code == 403
     event.refresh_from_db()
-    assert (event.kind, event.actor) == ("call.proposed", "system")
+    assert (event.kind, event.actor) == ("call.proposed", "system:test")
     assert superuser.get(url(AuditEvent, "delete", event.pk)).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
 

@@ -11,9 +11,10 @@ from django.core.management import call_command
 
 from approvals import selectors
 from approvals.models import ApprovalRequest
+from approvals.states import ApprovalState
 from bench import report
 from toolcalls.demo.services import DemoSeed
-from toolcalls.states import ApprovalState, CallState, OperationState
+from toolcalls.states import CallState, OperationState
 
 
 def test_json_holds_exactly_the_bench_keys(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from approvals.services import approval_decide, approvals_expire_due
 from tests import replies as r
 from tests.conftest import wait_for
 from tests.engine import bundled_replies, start
+from toolcalls.actors import Actor
 from toolcalls.demo.models import Fault, LedgerEntry
 from toolcalls.models import Operation, ToolCall
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
@@ -224,11 +225,13 @@ def test_each_budget_escalates_then_extends_or_stops(guard, decision, demo, cele
     event = operation.events.filter(to_state=S.ESCALATED).get()
     assert event.details["reason"] == operation.terminal_reason
     if decision == "stop":
-        operation_stop(operation_pk=operation.pk, actor="user:operator", reason="enough")
+        operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason="enough")
         operation.refresh_from_db()
         assert operation.state == S.STOPPED
         return
-    operation_extend(operation_pk=operation.pk, actor="user:operator", budgets={guard: MORE[guard]})
+    operation_extend(
+        operation_pk=operation.pk, actor=Actor.system("test"), budgets={guard: MORE[guard]}
+    )
     operation = settle(operation)
     assert operation.state == S.COMPLETED, operation.terminal_reason
 

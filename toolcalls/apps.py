@@ -9,7 +9,18 @@ class ToolcallsConfig(AppConfig):
     verbose_name = "Tool calls"
 
     def ready(self) -> None:
+        from toolcalls import tasks
+        from toolcalls.services.enqueue import Workers, workers_register
+
         # Tools register themselves on import; only modules named in settings are imported, so
         # the capability surface is exactly what the host configured.
         for module in settings.CALLGATE_TOOL_MODULES:
             import_module(module)
+        workers_register(
+            Workers(
+                run_turn=tasks.run_turn,
+                execute_call=tasks.execute_call,
+                reconcile_call=tasks.reconcile_call,
+                resume_call=tasks.resume_call,
+            )
+        )

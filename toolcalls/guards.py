@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
 from toolcalls.states import CallState
 
@@ -38,9 +39,12 @@ GUARDS: dict[str, tuple[str, str]] = {
 FRACTIONAL = frozenset({"deadline_s", "max_cost_usd"})
 
 
-class BudgetError(ValueError):
+class BudgetError(CallgateError, ValueError):
     """A budget override that is unknown, not a positive number (a whole one where it counts
-    things), or above its limit."""
+    things), or above its limit (``bad_budget``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_budget", message)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from toolcalls.errors import CallgateError
+
 
 class OperationState(models.TextChoices):
     PENDING = "PENDING"
@@ -37,13 +39,6 @@ class CallState(models.TextChoices):
     FAILED = "FAILED"
     UNKNOWN_OUTCOME = "UNKNOWN_OUTCOME"
     SUPPRESSED = "SUPPRESSED"
-
-
-class ApprovalState(models.TextChoices):
-    PENDING = "PENDING"
-    APPROVED = "APPROVED"
-    DENIED = "DENIED"
-    EXPIRED = "EXPIRED"
 
 
 Op = OperationState
@@ -127,20 +122,16 @@ CALL_TRANSITIONS: dict[str, frozenset[str]] = {
 #: Call states that carry the call's one result envelope.
 CALL_FINISHED = frozenset(s for s, targets in CALL_TRANSITIONS.items() if not targets)
 
-A = ApprovalState
-APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
-    A.PENDING: frozenset({A.APPROVED, A.DENIED, A.EXPIRED}),
-    A.APPROVED: frozenset(),
-    A.DENIED: frozenset(),
-    A.EXPIRED: frozenset(),
-}
 
-
-class IllegalTransition(Exception):
-    """A transition not in its table. ``kind``: ``operation``, ``call`` or ``approval``."""
+class IllegalTransition(CallgateError):
+    """A transition not in its table (``illegal_transition``). ``kind``: ``operation``,
+    ``call`` or ``approval``."""
 
     def __init__(self, kind: str, from_state: str, to_state: str) -> None:
-        super().__init__(f"illegal {kind} transition {from_state} -> {to_state}")
+        message = f"illegal {kind} transition {from_state} -> {to_state}"
+        super().__init__(
+            "illegal_transition", message, details={"from": from_state, "to": to_state}
+        )
         self.kind = kind
         self.from_state = from_state
         self.to_state = to_state

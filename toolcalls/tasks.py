@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from toolcalls.services import execution, reconcile, recovery, turns
+from toolcalls.services import approvals, execution, reconcile, recovery, turns
 
 
 @shared_task(name="toolcalls.run_turn")
@@ -15,6 +15,12 @@ def run_turn(operation_pk: int) -> None:
 def execute_call(call_pk: int) -> None:
     """Execute one claimed-to-be-runnable call (``execution.call_execute``)."""
     execution.call_execute(call_pk=call_pk)
+
+
+@shared_task(name="toolcalls.resume_call")
+def resume_call(call_pk: int) -> None:
+    """Revalidate and execute an approved call (``approvals.call_resume``)."""
+    approvals.call_resume(call_pk=call_pk)
 
 
 @shared_task(name="toolcalls.reconcile_call")

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from toolcalls import selectors
+from toolcalls.actors import Actor
 from toolcalls.diagram import operation_diagram
 from toolcalls.forms import ExtendForm, ResolveForm, StopForm
 from toolcalls.http import AuthenticatedHttpRequest
@@ -82,7 +83,7 @@ def operation_extend_view(request: AuthenticatedHttpRequest, public_id: str) -> 
     try:
         operation_extend(
             operation_pk=operation.pk,
-            actor=f"user:{request.user.get_username()}",
+            actor=Actor.user(request.user),
             budgets=form.changes(),
             note=form.cleaned_data["note"],
         )
@@ -101,7 +102,7 @@ def operation_stop_view(request: AuthenticatedHttpRequest, public_id: str) -> Ht
     try:
         operation_stop(
             operation_pk=operation.pk,
-            actor=f"user:{request.user.get_username()}",
+            actor=Actor.user(request.user),
             reason=form.cleaned_data["reason"],
         )
     except EscalationError as exc:
@@ -122,7 +123,7 @@ def call_resolve_view(
     try:
         call_resolve(
             call_pk=call.pk,
-            actor=f"user:{request.user.get_username()}",
+            actor=Actor.user(request.user),
             resolution=form.cleaned_data["resolution"],
             note=form.cleaned_data["note"],
         )

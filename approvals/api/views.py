@@ -14,12 +14,12 @@ from rest_framework.response import Response
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
 from approvals.models import DECIDABLE, ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
+from approvals.states import ApprovalState
 from toolcalls.api import examples
 from toolcalls.api.errors import ApiError
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.views import ERRORS, READ, ApiCursor, ApiListView, ApiView, choice
 from toolcalls.registry import RISKS
-from toolcalls.states import ApprovalState
 
 DECIDE = "approvals:decide"
 #: ApprovalError codes → HTTP status.
@@ -116,6 +116,7 @@ class ApprovalDecideView(_Approvals):
             approval_decide(
                 approval_pk=approval.pk,
                 actor=self.key().service_user,
+                audit_as=self.actor(),
                 approve=data["decision"] == "approve",
                 reason=data["reason"],
                 arguments=data.get("arguments"),

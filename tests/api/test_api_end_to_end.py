@@ -13,11 +13,12 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from approvals.states import ApprovalState
 from tests.api.support import DECIDE, READ, WRITE, create_body, get, keyed_client, post
 from tests.conftest import wait_for
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.services import DemoSeed
-from toolcalls.states import ApprovalState, OperationState
+from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from approvals.states import ApprovalState
 from tests.api.support import (
     DECIDE,
     READ,
@@ -21,7 +22,7 @@ from tests.api.support import (
 )
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.services import DemoSeed
-from toolcalls.states import ApprovalState, OperationState
+from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 

@@ -23,6 +23,7 @@ from approvals.services import approval_decide
 from tests.conftest import wait_for
 from tests.engine import bundled_replies, operator, start
 from tests.factories import OperationFactory, TenantFactory, UserFactory
+from toolcalls.actors import Actor
 from toolcalls.api import webhooks
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.models import WebhookDelivery, WebhookEndpoint
@@ -38,7 +39,7 @@ from toolcalls.api.webhooks import (
 from toolcalls.models import AuditEvent, Operation, Tenant
 from toolcalls.services import audit
 from toolcalls.services.audit import WEBHOOK_KINDS, audit_record
-from toolcalls.states import OperationState
+from toolcalls.states import AuditKind, OperationState
 
 SECRET = "whsec-test-secret"
 D = WebhookDelivery.State
@@ -115,8 +116,8 @@ def record(operation: Operation, to_state: str, from_state: str = "") -> AuditEv
         locked = Operation.objects.select_for_update().get(pk=operation.pk)
         return audit_record(
             operation=locked,
-            kind="operation.transition",
-            actor="test",
+            kind=AuditKind.OPERATION_TRANSITION,
+            actor=Actor.system("test"),
             from_state=from_state,
             to_state=to_state,
             details={"reason": f"now {to_state}"},
@@ -549,7 +550,10 @@ def test_admin_pages_render_and_staff_see_their_tenants_rows_only() -> None:
         hook = endpoint(operation.tenant, f"https://hooks.example.com/{slug}")
         with transaction.atomic():
             event = audit_record(
-                operation=operation, kind="operation.transition", actor="t", to_state="X"
+                operation=operation,
+                kind=AuditKind.OPERATION_TRANSITION,
+                actor=Actor.system("test"),
+                to_state="X",
             )
         delivery = WebhookDelivery.objects.create(
             endpoint=hook, event=event, event_type="operation.state_changed", payload={"n": 1}

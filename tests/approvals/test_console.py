@@ -9,10 +9,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from approvals.states import ApprovalState
 from tests.engine import bundled_replies, start
 from tests.factories import TenantFactory, UserFactory
 from toolcalls.demo.models import LedgerEntry
-from toolcalls.states import ApprovalState, OperationState
+from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 

@@ -11,11 +11,12 @@ from django.test import override_settings
 
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide, approvals_expire_due
+from approvals.states import ApprovalState
 from tests.engine import bundled_replies, operator, start
 from tests.factories import TenantFactory, UserFactory
 from toolcalls.demo.models import LedgerEntry, Order
 from toolcalls.models import ToolCall
-from toolcalls.states import ApprovalState, CallState, OperationState
+from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 

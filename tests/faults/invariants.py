@@ -31,10 +31,11 @@ from django.db.models import Count
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from approvals.states import ApprovalState
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
 from toolcalls.services.audit_verify import audit_chain_verify
-from toolcalls.states import CALL_FINISHED, OPERATION_TERMINAL, ApprovalState, CallState
+from toolcalls.states import CALL_FINISHED, OPERATION_TERMINAL, CallState
 
 BUSY = (CallState.PROPOSED, CallState.APPROVED, CallState.EXECUTING)
 PAY_TOOL = "pay_refund"

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide, approvals_expire_due
-from approvals.tasks import resume_operation
+from approvals.states import ApprovalState
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from tests.faults.scenarios import (
@@ -33,8 +33,8 @@ from tests.faults.scenarios import (
 from toolcalls.demo.models import LedgerEntry, Order
 from toolcalls.models import Operation
 from toolcalls.services import turns
-from toolcalls.states import ApprovalState, CallState, OperationState
-from toolcalls.tasks import execute_call
+from toolcalls.states import CallState, OperationState
+from toolcalls.tasks import execute_call, resume_call
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
@@ -56,8 +56,8 @@ def test_the_same_execute_task_delivered_ten_times_claims_once(
 ) -> None:
     # The model's reply is recorded here with no wake-up sent: the call is handed over
     # (PROPOSED, queued) and only the duplicated deliveries below will run it.
-    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda **kw: None)
-    monkeypatch.setattr("toolcalls.services.scheduling.enqueue_execute", lambda **kw: None)
+    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda *a, **kw: None)
+    monkeypatch.setattr("toolcalls.services.scheduling.enqueue_execute", lambda *a, **kw: None)
     operation = start_payment(demo, order_id(5))
     turns.turn_run(operation_pk=operation.pk)
     monkeypatch.undo()
@@ -86,11 +86,11 @@ def test_the_same_resume_delivered_ten_times_runs_once(
 ) -> None:
     fault.workers.start(4)
     operation, approval = _parked_refund(demo, fault)
-    monkeypatch.setattr("approvals.services._enqueue_resume", lambda call_pk: None)
+    monkeypatch.setattr("toolcalls.services.approvals.enqueue_resume", lambda *a, **kw: None)
     approval_decide(approval_pk=approval.pk, actor=operator(), approve=True)
     monkeypatch.undo()
 
-    _deliver(fault, resume_operation, approval.call_id)
+    _deliver(fault, resume_call, approval.call_id)
     [operation] = fault.drive([operation])
 
     assert operation.state == S.COMPLETED, operation.terminal_reason

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from tests import replies as r
 from tests.engine import start
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.guards import BudgetError, budgets_for, cost_micros
 from toolcalls.models import IdempotencyRecord
 from toolcalls.registry import Reconciliation, ToolContext, ToolSpec
@@ -104,15 +105,17 @@ def test_extension_refusals(demo) -> None:
     assert operation.state == S.ESCALATED
     for budgets, code in (({"max_turns": 1}, "still_over"), ({"max_turns": 1000}, "bad_budget")):
         with pytest.raises(EscalationError) as exc:
-            operation_extend(operation_pk=operation.pk, actor="user:operator", budgets=budgets)
+            operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets=budgets)
         assert exc.value.code == code
     with pytest.raises(EscalationError, match="say why"):
-        operation_stop(operation_pk=operation.pk, actor="user:operator", reason=" ")
-    operation_extend(operation_pk=operation.pk, actor="user:operator", budgets={"max_turns": 10})
+        operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason=" ")
+    operation_extend(
+        operation_pk=operation.pk, actor=Actor.system("test"), budgets={"max_turns": 10}
+    )
     operation.refresh_from_db()
     assert operation.state == S.COMPLETED
     with pytest.raises(EscalationError) as exc:
-        operation_stop(operation_pk=operation.pk, actor="user:operator", reason="late")
+        operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason="late")
     assert exc.value.code == "not_escalated"
 
 
@@ -215,10 +218,12 @@ def test_a_human_resolves_an_unknown_outcome(
         )
         assert operation.state == S.ESCALATED
         with pytest.raises(EscalationError) as exc:
-            operation_extend(operation_pk=operation.pk, actor="user:operator", budgets={})
+            operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets={})
         assert exc.value.code == "needs_resolution"
         call = operation.calls.get()
-        call_resolve(call_pk=call.pk, actor="user:operator", resolution=resolution, note="checked")
+        call_resolve(
+            call_pk=call.pk, actor=Actor.system("test"), resolution=resolution, note="checked"
+        )
         operation.refresh_from_db()
         call.refresh_from_db()
         assert operation.state == S.COMPLETED
@@ -226,7 +231,7 @@ def test_a_human_resolves_an_unknown_outcome(
         record = IdempotencyRecord.objects.filter(call=call).first()
         assert (record.state if record else None) == key_state
         with pytest.raises(EscalationError):
-            call_resolve(call_pk=call.pk, actor="user:operator", resolution=resolution)
+            call_resolve(call_pk=call.pk, actor=Actor.system("test"), resolution=resolution)
     finally:
         release.set()
 

@@ -16,6 +16,7 @@ from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import Operation, ToolCall
 from toolcalls.services import enqueue, turns
 from toolcalls.services.recovery import recovery_sweep
+from toolcalls.services.unit import Step
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -51,7 +52,7 @@ def test_an_operation_whose_wake_up_the_broker_refused_is_picked_up(demo, monkey
 def test_a_turn_whose_worker_died_is_claimed_again_and_the_old_reply_refused(
     demo, monkeypatch
 ) -> None:
-    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda **kw: None)
+    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda *a, **kw: None)
     operation = start(demo, [r.final("only")], tool_names=[])
     monkeypatch.undo()
     claim = turns._claim(operation.pk)  # a worker claimed the turn, then died
@@ -73,7 +74,7 @@ def test_a_turn_whose_worker_died_is_claimed_again_and_the_old_reply_refused(
 
 def test_a_turn_that_kills_its_worker_every_time_fails(demo, settings, monkeypatch) -> None:
     settings.CALLGATE_MAX_TURN_ATTEMPTS = 2
-    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda **kw: None)
+    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda *a, **kw: None)
     operation = start(demo, [r.final("never")], tool_names=[])
     for _ in range(2):
         assert turns._claim(operation.pk) is not None  # then the worker dies
@@ -157,7 +158,7 @@ def test_an_approved_call_whose_resume_was_lost_resumes(demo, monkeypatch) -> No
     from approvals.services import approval_decide
 
     operation = start(demo, bundled_replies("refund_approve"))
-    monkeypatch.setattr("approvals.services._enqueue_resume", lambda call_pk: None)
+    monkeypatch.setattr("toolcalls.services.approvals.enqueue_resume", lambda *a, **kw: None)
     approval_decide(approval_pk=operation.approvals.get().pk, actor=operator(), approve=True)
     monkeypatch.undo()
     assert operation.calls.get(tool_name="submit_refund").state == CallState.APPROVED
@@ -170,6 +171,8 @@ def test_enqueue_is_only_a_wake_up(demo) -> None:
     """Nothing is decided by a message: duplicate wake-ups change nothing."""
     operation = start(demo, [r.final("done")])
     for _ in range(3):
-        enqueue.enqueue_turn(operation_pk=operation.pk)
+        step = Step(operation)
+        enqueue.enqueue_turn(step, operation_pk=operation.pk)
+        step.flush()
     operation.refresh_from_db()
     assert operation.turn_count == 1

@@ -10,20 +10,23 @@ import pytest
 from django.db import models, transaction
 
 from approvals.models import ApprovalRequest
+from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
 from tests.factories import ApprovalRequestFactory, OperationFactory, ToolCallFactory
+from toolcalls.actors import Actor
 from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.services.transitions import call_transition, operation_transition, row_transition
+from toolcalls.services.unit import Step
 from toolcalls.states import (
-    APPROVAL_TRANSITIONS,
     CALL_TRANSITIONS,
     OPERATION_TRANSITIONS,
-    ApprovalState,
+    AuditKind,
     CallState,
     IllegalTransition,
     OperationState,
 )
 
 pytestmark = pytest.mark.django_db
+TEST = Actor.system("test")
 
 
 def _pairs(enum: type[models.TextChoices]) -> list[tuple[str, str]]:
@@ -41,12 +44,13 @@ def test_operation_transition(from_state: str, to_state: str) -> None:
     operation = OperationFactory.create(state=from_state)
     legal = to_state in OPERATION_TRANSITIONS[from_state]
     with transaction.atomic():
-        locked = Operation.objects.select_for_update().get(pk=operation.pk)
+        step = Step(Operation.objects.select_for_update().get(pk=operation.pk))
         if legal:
-            operation_transition(operation=locked, to_state=to_state, actor="test", reason="r")
+            operation_transition(step, to_state=to_state, actor=TEST, reason="r")
         else:
             with pytest.raises(IllegalTransition):
-                operation_transition(operation=locked, to_state=to_state, actor="test")
+                operation_transition(step, to_state=to_state, actor=TEST)
+        step.flush()
     operation.refresh_from_db()
     assert operation.state == (to_state if legal else from_state)
     events = AuditEvent.objects.filter(operation=operation, kind="operation.transition")
@@ -62,11 +66,13 @@ def test_call_transition(from_state: str, to_state: str) -> None:
     with transaction.atomic():
         operation = Operation.objects.select_for_update().get(pk=call.operation_id)
         locked = ToolCall.objects.select_for_update().get(pk=call.pk)
+        step = Step(operation, [locked])
         if legal:
-            call_transition(operation=operation, call=locked, to_state=to_state, actor="test")
+            call_transition(step, locked, to_state=to_state, actor=TEST)
         else:
             with pytest.raises(IllegalTransition):
-                call_transition(operation=operation, call=locked, to_state=to_state, actor="test")
+                call_transition(step, locked, to_state=to_state, actor=TEST)
+        step.flush()
     call.refresh_from_db()
     assert call.state == (to_state if legal else from_state)
     assert AuditEvent.objects.filter(call=call).count() == (1 if legal else 0)
@@ -82,20 +88,23 @@ def test_approval_transition(from_state: str, to_state: str) -> None:
     with transaction.atomic():
         operation = Operation.objects.select_for_update().get(pk=approval.operation_id)
         locked = ApprovalRequest.objects.select_for_update().get(pk=approval.pk)
+        step = Step(operation)
         move = partial(
             row_transition,
-            operation=operation,
-            row=locked,
+            step,
+            locked,
             table=APPROVAL_TRANSITIONS,
             kind="approval",
+            audit_kind=AuditKind.APPROVAL_TRANSITION,
             to_state=to_state,
-            actor="test",
+            actor=TEST,
         )
         if legal:
             move()
         else:
             with pytest.raises(IllegalTransition):
                 move()
+        step.flush()
     approval.refresh_from_db()
     assert approval.state == (to_state if legal else from_state)
 
@@ -111,10 +120,9 @@ def test_database_refuses_unknown_states() -> None:
 def test_audit_events_refuse_deletion_and_update() -> None:
     operation = OperationFactory.create()
     with transaction.atomic():
-        locked = Operation.objects.select_for_update().get(pk=operation.pk)
-        operation_transition(
-            operation=locked, to_state=OperationState.CANCELLED, actor="t", reason="r"
-        )
+        step = Step(Operation.objects.select_for_update().get(pk=operation.pk))
+        operation_transition(step, to_state=OperationState.CANCELLED, actor=TEST, reason="r")
+        step.flush()
     event = AuditEvent.objects.get(operation=operation)
     with pytest.raises(PermissionError):
         event.delete()

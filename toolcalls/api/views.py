@@ -30,6 +30,7 @@ from rest_framework.views import APIView
 
 from providers.families import ADAPTERS
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.api import examples
 from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
 from toolcalls.api.errors import ApiError
@@ -81,9 +82,9 @@ class ApiView(APIView):
         assert isinstance(self.request.auth, ApiKey)
         return self.request.auth
 
-    def actor(self) -> str:
+    def actor(self) -> Actor:
         """Who the audit trail names for this request: ``service:<API key name>``."""
-        return f"service:{self.key().name}"
+        return Actor.service(self.key().name)
 
     def validated(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
         """The request body's fields as ``serializer_class`` validates them; raises DRF's
@@ -313,6 +314,7 @@ class OperationsView(ApiListView):
                 stream=data.get("stream"),
                 budgets=data.get("budgets"),
                 metadata=data.get("metadata"),
+                actor=self.actor(),
             )
         except OperationError as exc:
             raise ApiError(400, exc.code, str(exc)) from None

@@ -15,12 +15,13 @@ from django.contrib.auth import get_user_model
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from approvals.states import ApprovalState
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.scenario import scenario_read, scenario_store
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.models import AuditEvent, Operation
 from toolcalls.services.operations import operation_start
-from toolcalls.states import OPERATION_TERMINAL, ApprovalState, CallState, OperationState
+from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 #: Demo operator's denial reason, sent to the model.
 DENY_REASON = "Refunds for cosmetic damage need a photo first."

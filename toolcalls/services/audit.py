@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.db import connection
 from django.utils import timezone
 
+from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.services.enqueue import enqueue_webhook_fanout
+from toolcalls.states import AuditKind
 
 # "token" ("access_token", "tokenValue") but not a count of tokens ("max_input_tokens").
 _SECRET_KEY = re.compile(
@@ -61,48 +63,65 @@ def event_hash(event: AuditEvent, *, operation_id: str, call_id: str | None) -> 
     )
 
 
-def audit_record(
-    *,
-    operation: Operation,
-    kind: str,
-    actor: str,
-    call: ToolCall | None = None,
-    approval_ref: str = "",
-    from_state: str = "",
-    to_state: str = "",
-    details: Mapping[str, Any] | None = None,
-    save_operation: bool = True,
-) -> AuditEvent:
-    """Append one event to ``operation``'s chain. The caller must hold the operation row lock
-    (``select_for_update``) inside a transaction, which serialises ``seq``.
+class EventFields(TypedDict):
+    """What an event says: ``kind`` and ``actor``; optionally the ``call`` row, the approval's
+    public ID (``approval_ref``), the states it moved between and ``details`` (a JSON mapping;
+    secret-looking keys are masked)."""
 
-    With ``save_operation=False`` the caller saves ``audit_seq``/``audit_head`` itself (in the
-    same ``save(update_fields=…)`` as its own change).
-    """
+    kind: AuditKind
+    actor: Actor
+    call: NotRequired[ToolCall | None]
+    approval_ref: NotRequired[str]
+    from_state: NotRequired[str]
+    to_state: NotRequired[str]
+    details: NotRequired[Mapping[str, Any] | None]
+
+
+def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEvent:
+    """The next event of ``operation``'s chain, not yet inserted; ``operation.audit_seq`` and
+    ``audit_head`` move on to it (the caller saves them). The caller holds the operation row
+    lock inside a transaction, which serialises ``seq``."""
     assert connection.in_atomic_block, (
         "audit events are written inside the state change's transaction"
     )
+    call = fields.get("call")
     event = AuditEvent(
         operation=operation,
         seq=operation.audit_seq + 1,
-        kind=kind,
+        kind=fields["kind"],
         call=call,
-        approval_ref=approval_ref,
-        actor=actor,
-        from_state=from_state,
-        to_state=to_state,
-        details=mask_secrets(dict(details or {})),
+        approval_ref=fields.get("approval_ref", ""),
+        actor=fields["actor"].audit_name,
+        from_state=fields.get("from_state", ""),
+        to_state=fields.get("to_state", ""),
+        details=mask_secrets(dict(fields.get("details") or {})),
         created_at=timezone.now(),
         prev_hash=operation.audit_head,
     )
     event.hash = event_hash(
         event, operation_id=operation.public_id, call_id=call.public_id if call else None
     )
-    event.save(force_insert=True)
     operation.audit_seq = event.seq
     operation.audit_head = event.hash
-    if save_operation:
-        operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
-    if kind in WEBHOOK_KINDS and operation.tenant.webhooks_active:
-        enqueue_webhook_fanout(event_pk=event.pk)
+    return event
+
+
+def audit_insert(operation: Operation, events: list[AuditEvent]) -> None:
+    """Insert ``events`` of ``operation`` (one statement) and fan out those that are webhooks."""
+    if not events:
+        return
+    AuditEvent.objects.bulk_create(events)
+    for event in events:
+        kind = event.kind
+        if kind in WEBHOOK_KINDS and operation.tenant.webhooks_active:
+            enqueue_webhook_fanout(event_pk=event.pk)
+
+
+def audit_record(*, operation: Operation, **fields: Unpack[EventFields]) -> AuditEvent:
+    """Append one event to ``operation``'s chain now and save the operation's chain head, for a
+    change made outside a step (``toolcalls.services.unit``). Locking as for
+    :func:`audit_event`."""
+    event = audit_event(operation, **fields)
+    audit_insert(operation, [event])
+    operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
     return event

@@ -10,63 +10,34 @@ from typing import Any
 
 from django.utils import timezone
 
-from approvals.services import approval_request_open
 from providers.base import ProposedCall
 from toolcalls import guards
+from toolcalls.actors import ENGINE
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import ModelTurn, Operation, ToolCall
-from toolcalls.services.audit import audit_record
+from toolcalls.services.approvals import call_park
 from toolcalls.services.enqueue import enqueue_execute
-from toolcalls.services.results import call_finish, call_set_settle
+from toolcalls.services.results import call_result, call_set_settle
 from toolcalls.services.scheduling import calls_ready
-from toolcalls.services.transitions import call_transition
+from toolcalls.services.unit import Step
 from toolcalls.services.validation import Verdict, arguments_normalize, call_check
-from toolcalls.states import CallState
+from toolcalls.states import AuditKind, CallState
 from toolcalls.storage import storable
 
-ACTOR = "engine"
 
-
-def call_set_dispatch(
-    *,
-    operation: Operation,
-    turn: ModelTurn,
-    calls: Sequence[ProposedCall],
-    unsaved_fields: Sequence[str] = (),
-) -> None:
+def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCall]) -> None:
     """Create one :class:`ToolCall` per proposed call of ``turn`` and decide each one.
 
-    The caller holds the operation row lock and has moved the operation to VALIDATING, leaving
-    ``unsaved_fields`` of the operation for this to save; this leaves it in EXECUTING,
-    WAITING_APPROVAL or RESULTS_READY via ``call_set_settle``, saving the operation row once.
-    Executable calls are queued after commit; none runs inside this transaction.
+    The step's operation is in VALIDATING; this leaves it in EXECUTING, WAITING_APPROVAL or
+    RESULTS_READY via ``call_set_settle``. Executable calls are queued after commit; none runs
+    inside this transaction.
     """
+    operation = step.operation
     earlier = dict(operation.calls_per_tool)  # calls per tool before this reply
-    rows, verdicts, canonical = [], [], []
-    for position, proposed in enumerate(calls):
-        arguments = arguments_normalize(
-            arguments=proposed.arguments,
-            arguments_error=proposed.arguments_error,
-            raw_arguments=proposed.raw_arguments,
-        )
-        verdict = call_check(operation=operation, tool_name=proposed.name, arguments=arguments)
-        row = ToolCall(
-            operation=operation,
-            turn=turn,
-            position=position,
-            response_id=turn.response_id,
-            call_id=storable(proposed.call_id),
-            call_id_synthesized=proposed.synthesized,
-            item_id=storable(proposed.item_id or ""),
-            tool_name=storable(proposed.name),
-            raw_arguments=storable(proposed.raw_arguments),
-            arguments=arguments.value,
-            arguments_sha256=arguments.sha256,
-            schema_version=verdict.spec.schema_version if verdict.spec else "",
-        )
-        rows.append(row)
-        verdicts.append(_guarded(operation, row, verdict, earlier))
-        canonical.append(arguments.canonical)
+    decided = [_proposed(operation, turn, position, call) for position, call in enumerate(calls)]
+    rows = [row for row, _, _ in decided]
+    verdicts = [_guarded(operation, row, verdict, earlier) for row, verdict, _ in decided]
+    step.change(operation, "tool_call_count", "calls_per_tool", "guard_tripped")
     # The calls that will stay PROPOSED and fit the parallelism budget are handed to workers
     # by this insert (``queued_at``) rather than by an update after it; they are enqueued once
     # the set is settled, after commit.
@@ -76,38 +47,55 @@ def call_set_dispatch(
     for row in start:
         row.queued_at = now
     ToolCall.objects.bulk_create(rows)
-    for row, verdict, text in zip(rows, verdicts, canonical, strict=True):
-        audit_record(
-            operation=operation,
-            kind="call.proposed",
-            actor=ACTOR,
-            call=row,
-            to_state=CallState.PROPOSED,
-            details={
-                "call_id": row.call_id,
-                "tool": row.tool_name,
-                "arguments_sha256": row.arguments_sha256,
-                "position": row.position,
-            },
-            save_operation=False,  # saved when the set settles
-        )
-        _decide(operation, row, verdict, text)
-    call_set_settle(
-        operation=operation,
-        turn_id=turn.pk,
-        actor=ACTOR,
-        calls=rows,
-        update_fields=[
-            *unsaved_fields,
-            "tool_call_count",
-            "calls_per_tool",
-            "guard_tripped",
-            "audit_seq",
-            "audit_head",
-        ],
-    )
+    step.hold(turn.pk, rows)
+    for (row, _, text), verdict in zip(decided, verdicts, strict=True):
+        _audit_proposed(step, row)
+        _decide(step, row, verdict, text)
+    call_set_settle(step, turn_id=turn.pk, actor=ENGINE)
     for row in start:
-        enqueue_execute(call_pk=row.pk)
+        enqueue_execute(step, call_pk=row.pk)
+
+
+def _proposed(
+    operation: Operation, turn: ModelTurn, position: int, proposed: ProposedCall
+) -> tuple[ToolCall, Verdict, str]:
+    """The unsaved row of one proposed call, its verdict and its canonical arguments."""
+    arguments = arguments_normalize(
+        arguments=proposed.arguments,
+        arguments_error=proposed.arguments_error,
+        raw_arguments=proposed.raw_arguments,
+    )
+    verdict = call_check(operation=operation, tool_name=proposed.name, arguments=arguments)
+    row = ToolCall(
+        operation=operation,
+        turn=turn,
+        position=position,
+        response_id=turn.response_id,
+        call_id=storable(proposed.call_id),
+        call_id_synthesized=proposed.synthesized,
+        item_id=storable(proposed.item_id or ""),
+        tool_name=storable(proposed.name),
+        raw_arguments=storable(proposed.raw_arguments),
+        arguments=arguments.value,
+        arguments_sha256=arguments.sha256,
+        schema_version=verdict.spec.schema_version if verdict.spec else "",
+    )
+    return row, verdict, arguments.canonical
+
+
+def _audit_proposed(step: Step, row: ToolCall) -> None:
+    step.audit(
+        kind=AuditKind.CALL_PROPOSED,
+        actor=ENGINE,
+        call=row,
+        to_state=CallState.PROPOSED,
+        details={
+            "call_id": row.call_id,
+            "tool": row.tool_name,
+            "arguments_sha256": row.arguments_sha256,
+            "position": row.position,
+        },
+    )
 
 
 def _runnable(verdict: Verdict) -> bool:
@@ -144,29 +132,22 @@ def _guarded(
     return verdict
 
 
-def _decide(operation: Operation, call: ToolCall, verdict: Verdict, canonical: str) -> None:
+def _decide(step: Step, call: ToolCall, verdict: Verdict, canonical: str) -> None:
     if verdict.rejected:
-        call_finish(
-            operation=operation,
-            call=call,
+        call_result(
+            step,
+            call,
             to_state=CallState.REJECTED,
             model_result=error(verdict.error_code, verdict.error_message),
-            actor=ACTOR,
+            actor=ENGINE,
         )
     elif verdict.approval_reason is not None:
         assert verdict.spec is not None
-        call_transition(
-            operation=operation,
-            call=call,
-            to_state=CallState.WAITING_APPROVAL,
-            actor=ACTOR,
-            details={"reason": verdict.approval_reason},
-        )
-        approval_request_open(
-            operation=operation,
-            call=call,
+        call_park(
+            step,
+            call,
             spec=verdict.spec,
             canonical_arguments=canonical,
             reason=verdict.approval_reason,
         )
-    # Otherwise the call stays PROPOSED: ready, handed to a worker by call_set_start_ready.
+    # Otherwise the call stays PROPOSED: ready, handed to a worker when there is room.

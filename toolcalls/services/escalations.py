@@ -3,18 +3,20 @@ budget (it resumes where it stopped) or stops it (STOPPED)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
+from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for, turn_trip
 from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
+from toolcalls.services.unit import Step, lease_clear, operation_step
 from toolcalls.states import OperationState
 
 #: Where an escalated operation may resume on its own (a budget extension).
@@ -25,30 +27,30 @@ class EscalationError(CallgateError):
     """An extension or stop that cannot be made; ``code`` is machine-readable."""
 
 
-def operation_escalate(*, operation: Operation, reason: str, actor: str, **details: Any) -> None:
-    """Move the locked ``operation`` to ESCALATED, remembering where it would go on."""
+def operation_escalate(step: Step, *, reason: str, actor: Actor, **details: Any) -> None:
+    """Move the step's operation to ESCALATED, remembering where it would go on."""
+    operation = step.operation
     operation.resume_state = operation.state
     operation.guard_tripped = ""
-    operation.lease_token, operation.lease_expires_at = "", None
+    step.change(operation, "resume_state", "guard_tripped")
+    lease_clear(step, operation)
     operation_transition(
-        operation=operation,
-        to_state=OperationState.ESCALATED,
-        actor=actor,
-        reason=reason,
-        details=details,
-        update_fields=["resume_state", "guard_tripped", "lease_token", "lease_expires_at"],
+        step, to_state=OperationState.ESCALATED, actor=actor, reason=reason, details=details
     )
 
 
-def _locked_escalated(operation_pk: int) -> Operation:
-    operation = Operation.objects.select_for_update().get(pk=operation_pk)
-    if operation.state != OperationState.ESCALATED:
-        raise EscalationError("not_escalated", f"the operation is {operation.state}")
-    return operation
+@contextmanager
+def _escalated_step(operation_pk: int) -> Iterator[Step]:
+    with operation_step(operation_pk, related=()) as step:
+        if step is None:
+            raise Operation.DoesNotExist(f"no operation {operation_pk}")
+        if step.operation.state != OperationState.ESCALATED:
+            raise EscalationError("not_escalated", f"the operation is {step.operation.state}")
+        yield step
 
 
 def operation_extend(
-    *, operation_pk: int, actor: str, budgets: Mapping[str, Any], note: str = ""
+    *, operation_pk: int, actor: Actor, budgets: Mapping[str, Any], note: str = ""
 ) -> Operation:
     """Raise budgets (within ``CALLGATE_GUARD_LIMITS``) and resume where the operation stopped.
 
@@ -57,8 +59,8 @@ def operation_extend(
     :class:`EscalationError` (``not_escalated``, ``needs_resolution`` for an unknown outcome,
     ``bad_budget``, ``still_over`` when the new limits would trip again at once).
     """
-    with transaction.atomic(durable=True):
-        operation = _locked_escalated(operation_pk)
+    with _escalated_step(operation_pk) as step:
+        operation = step.operation
         if operation.resume_state not in RESUMABLE:
             raise EscalationError(
                 "needs_resolution", "a call's outcome is unknown: resolve the call, not the budget"
@@ -70,30 +72,21 @@ def operation_extend(
         operation.budgets = merged
         operation.no_progress_turns = 0
         operation.deadline_at = operation.created_at + timedelta(seconds=merged["deadline_s"])
+        step.change(operation, "budgets", "no_progress_turns", "deadline_at")
         trip = turn_trip(operation, now=timezone.now())
         if trip:
             raise EscalationError("still_over", f"still over a budget: {trip.reason}")
-        operation_transition(
-            operation=operation,
-            to_state=operation.resume_state,
-            actor=actor,
-            details={"extended": dict(budgets), "note": note},
-            update_fields=["budgets", "no_progress_turns", "deadline_at"],
-        )
-        enqueue_turn(operation_pk=operation.pk)
+        details = {"extended": dict(budgets), "note": note}
+        operation_transition(step, to_state=operation.resume_state, actor=actor, details=details)
+        enqueue_turn(step, operation_pk=operation.pk)
     return operation
 
 
-def operation_stop(*, operation_pk: int, actor: str, reason: str) -> Operation:
+def operation_stop(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
     """End an escalated operation for good (STOPPED). Raises :class:`EscalationError`."""
     if not reason.strip():
         raise EscalationError("reason_required", "say why the operation is stopped")
-    with transaction.atomic(durable=True):
-        operation = _locked_escalated(operation_pk)
-        operation_transition(
-            operation=operation,
-            to_state=OperationState.STOPPED,
-            actor=actor,
-            reason=f"STOPPED: {reason.strip()}",
-        )
-    return operation
+    with _escalated_step(operation_pk) as step:
+        reason = f"STOPPED: {reason.strip()}"
+        operation_transition(step, to_state=OperationState.STOPPED, actor=actor, reason=reason)
+    return step.operation

@@ -7,7 +7,6 @@ claim time fences the record: a worker whose lease was taken over cannot write i
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,30 +14,29 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from toolcalls import faultpoints, registry
+from toolcalls.actors import WORKER
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
-from toolcalls.services.audit import audit_record
 from toolcalls.services.connections import connections_check
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.idempotency import key_reserve, key_settle
-from toolcalls.services.locking import call_lock
 from toolcalls.services.results import (
     call_finish,
+    call_result,
+    call_set_advance,
     call_set_settle,
     success_envelope,
     tool_context,
 )
-from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition
-from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
-
-ACTOR = "worker"
+from toolcalls.services.unit import Step, call_step, lease_clear, lease_held, lease_take
+from toolcalls.states import OPERATION_TERMINAL, AuditKind, CallState, OperationState
 
 #: Run inside the claim transaction with the rows locked; returns (error code, message) to
 #: reject the call instead of running it, or ``None``.
@@ -79,8 +77,8 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
 
 
 def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
-    with transaction.atomic(durable=True):
-        operation, call = call_lock(call_pk)
+    with call_step(call_pk) as step:
+        operation, call = step.operation, _held(step)
         if operation.state in OPERATION_TERMINAL:
             return None
         if call.state not in (CallState.PROPOSED, CallState.APPROVED):
@@ -89,46 +87,35 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
         assert spec is not None, "dispatch only queues calls whose tool resolved"
         problem = precheck(operation, call) if precheck else None
         if problem:
-            code, message = problem
-            call_finish(
-                operation=operation,
-                call=call,
-                to_state=CallState.REJECTED,
-                model_result=error(code, message),
-                actor=ACTOR,
-            )
-            call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
+            result = error(*problem)
+            call_finish(step, call, to_state=CallState.REJECTED, model_result=result, actor=WORKER)
             return None
         arguments = call.arguments or {}
-        context = tool_context(operation, call)
         if spec.idempotency_key is not None:
-            call.idempotency_key = spec.idempotency_key(context, arguments)
-            context = tool_context(operation, call)
-            reserved = key_reserve(operation=operation, call=call, spec=spec, arguments=arguments)
-            if not reserved:
+            call.idempotency_key = spec.idempotency_key(tool_context(operation, call), arguments)
+            step.change(call, "idempotency_key")
+            if not key_reserve(step, call, spec=spec, arguments=arguments):
                 return None
-        call.attempt += 1
-        call.lease_token = secrets.token_hex(16)
-        call.lease_expires_at = timezone.now() + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
-        call_transition(
-            operation=operation,
-            call=call,
-            to_state=CallState.EXECUTING,
-            actor=ACTOR,
-            details={"idempotency_key": call.idempotency_key},
-            update_fields=[
-                "attempt",
-                "lease_token",
-                "lease_expires_at",
-                "idempotency_key",
-                "key_waits",
-            ],
-        )
-        if operation.state != OperationState.EXECUTING:
-            # A call starting cannot move an EXECUTING set: none of its calls waits for a
-            # human (the operation would be WAITING_APPROVAL) and this one is not finished.
-            call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
-        return Claim(call.pk, call.lease_token, spec, context, arguments)
+        return _start(step, call, spec, arguments)
+
+
+def _held(step: Step) -> ToolCall:
+    assert step.call is not None
+    return step.call
+
+
+def _start(step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any]) -> Claim:
+    """Move the claimed call to EXECUTING under a new lease."""
+    call.attempt += 1
+    step.change(call, "attempt")
+    token = lease_take(step, call)
+    details = {"idempotency_key": call.idempotency_key}
+    call_transition(step, call, to_state=CallState.EXECUTING, actor=WORKER, details=details)
+    if step.operation.state != OperationState.EXECUTING:
+        # A call starting cannot move an EXECUTING set: none of its calls waits for a
+        # human (the operation would be WAITING_APPROVAL) and this one is not finished.
+        call_set_settle(step, turn_id=call.turn_id, actor=WORKER)
+    return Claim(call.pk, token, spec, tool_context(step.operation, call), arguments)
 
 
 def _run(claim: Claim) -> HandlerOutcome:
@@ -160,108 +147,74 @@ def _run(claim: Claim) -> HandlerOutcome:
 
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
     connections_check()
-    with transaction.atomic(durable=True):
-        operation, call = call_lock(claim.call_pk)
-        if call.state != CallState.EXECUTING or call.lease_token != claim.lease_token:
-            audit_record(
-                operation=operation,
-                kind="call.stale_result_refused",
-                actor=ACTOR,
+    with call_step(claim.call_pk) as step:
+        call = _held(step)
+        if call.state != CallState.EXECUTING or not lease_held(call, claim.lease_token):
+            step.audit(
+                kind=AuditKind.CALL_STALE_RESULT_REFUSED,
+                actor=WORKER,
                 call=call,
                 details={"outcome": outcome.kind, "state": call.state},
             )
             return
         if outcome.kind in ("crash", "timeout"):
-            settle_lost_call(
-                operation=operation,
-                call=call,
-                spec=claim.spec,
-                kind=outcome.kind,
-                detail=outcome.detail,
-            )
+            settle_lost_call(step, spec=claim.spec, kind=outcome.kind, detail=outcome.detail)
             return
-        call.lease_token, call.lease_expires_at = "", None
+        lease_clear(step, call)
         state, result, audit = _envelope(claim.spec, outcome)
-        call_finish(
-            operation=operation,
-            call=call,
-            to_state=state,
-            model_result=result,
-            actor=ACTOR,
-            audit=audit,
-            update_fields=["lease_token", "lease_expires_at"],
-            save_operation=False,  # saved once, when the set settles below
-        )
+        call_finish(step, call, to_state=state, model_result=result, actor=WORKER, audit=audit)
         if claim.spec.has_side_effects:
-            key_settle(operation=operation, call=call, applied=state == CallState.SUCCEEDED)
-        calls = list(ToolCall.objects.filter(turn_id=call.turn_id))
-        call_set_settle(
-            operation=operation,
-            turn_id=call.turn_id,
-            actor=ACTOR,
-            calls=calls,
-            update_fields=["audit_seq", "audit_head"],
-        )
-        call_set_start_ready(operation=operation, turn_id=call.turn_id, calls=calls)
+            key_settle(step, call, applied=state == CallState.SUCCEEDED)
+        step.flush()
         faultpoints.reach("call.in_record")  # inside the transaction, before it commits
 
 
-def settle_lost_call(
-    *, operation: Operation, call: ToolCall, spec: ToolSpec | None, kind: str, detail: str
-) -> None:
-    """A run whose answer was lost (``kind``: crash, timeout, or a worker that stopped answering
-    and lost its lease). A side effect may or may not have happened, never "failed": its outcome
-    is unknown and the reconciler asks, else a human decides. A read-only call runs again while
-    ``CALLGATE_MAX_CALL_ATTEMPTS`` allows, then fails. The caller holds the operation and call
-    locks; the call's lease token is cleared, so the lost run can no longer record anything."""
-    call.lease_token, call.lease_expires_at = "", None
-    fields = ["lease_token", "lease_expires_at"]
-    details = {"outcome": kind, "detail": detail}
+def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: str) -> None:
+    """A run of the step's call whose answer was lost (``kind``: crash, timeout, or a worker
+    that stopped answering and lost its lease). A side effect may or may not have happened,
+    never "failed": its outcome is unknown and the reconciler asks, else a human decides. A
+    read-only call runs again while ``CALLGATE_MAX_CALL_ATTEMPTS`` allows, then fails. The
+    call's lease is cleared, so the lost run can no longer record anything."""
+    call = _held(step)
+    lease_clear(step, call)
+    details: dict[str, Any] = {"outcome": kind, "detail": detail}
     if spec is None or spec.has_side_effects:
-        call_transition(
-            operation=operation,
-            call=call,
-            to_state=CallState.UNKNOWN_OUTCOME,
-            actor=ACTOR,
-            details=details,
-            update_fields=fields,
-        )
-        if spec is not None and spec.reconcile is not None:
-            enqueue_reconcile(call_pk=call.pk)
-        else:
-            operation_escalate(
-                operation=operation,
-                reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {kind} and no "
-                "reconciler can tell whether it took effect",
-                actor=ACTOR,
-                call=call.public_id,
-            )
+        _outcome_unknown(step, call, spec, details)
     elif call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
         delay = settings.CALLGATE_RETRY_BASE_MS * 2 ** (call.attempt - 1) / 1000
         call.queued_at = timezone.now() + timedelta(seconds=delay)
-        call_transition(
-            operation=operation,
-            call=call,
-            to_state=CallState.PROPOSED,
-            actor=ACTOR,
-            details={**details, "retry": True},
-            update_fields=[*fields, "queued_at"],
-        )
-        enqueue_execute(call_pk=call.pk, countdown_s=delay)
+        step.change(call, "queued_at")
+        retry = {**details, "retry": True}
+        call_transition(step, call, to_state=CallState.PROPOSED, actor=WORKER, details=retry)
+        enqueue_execute(step, call_pk=call.pk, countdown_s=delay)
     else:
         code = ErrorCode.TIMEOUT if kind == "timeout" else ErrorCode.TOOL_FAILED
-        message = f"The tool did not complete after {call.attempt} attempts."
-        call_finish(
-            operation=operation,
-            call=call,
+        result = error(code, f"The tool did not complete after {call.attempt} attempts.")
+        call_result(
+            step,
+            call,
             to_state=CallState.FAILED,
-            model_result=error(code, message),
-            actor=ACTOR,
+            model_result=result,
+            actor=WORKER,
             audit={"detail": detail},
-            update_fields=fields,
         )
-    call_set_settle(operation=operation, turn_id=call.turn_id, actor=ACTOR)
-    call_set_start_ready(operation=operation, turn_id=call.turn_id)
+    call_set_advance(step, turn_id=call.turn_id, actor=WORKER)
+
+
+def _outcome_unknown(
+    step: Step, call: ToolCall, spec: ToolSpec | None, details: Mapping[str, Any]
+) -> None:
+    call_transition(step, call, to_state=CallState.UNKNOWN_OUTCOME, actor=WORKER, details=details)
+    if spec is not None and spec.reconcile is not None:
+        enqueue_reconcile(step, call_pk=call.pk)
+    else:
+        operation_escalate(
+            step,
+            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {details['outcome']} "
+            "and no reconciler can tell whether it took effect",
+            actor=WORKER,
+            call=call.public_id,
+        )
 
 
 def _envelope(

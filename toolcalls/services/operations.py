@@ -4,27 +4,50 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from providers.base import ProviderAdapter
 from providers.families import get_adapter
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import Operation, ReplayScript, Tenant
-from toolcalls.services.audit import audit_record
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import live_settings
-from toolcalls.states import OPERATION_TERMINAL, OperationState
+from toolcalls.services.unit import Step, lease_clear, operation_step
+from toolcalls.states import OPERATION_TERMINAL, AuditKind, OperationState
 
 
 class OperationError(CallgateError):
     """Bad input to an operation service. ``code`` is machine-readable."""
+
+
+class StartOptions(TypedDict, total=False):
+    """The optional arguments of :func:`operation_start`.
+
+    ``tool_names``: default every registered tool; each must be registered. ``transport``:
+    ``replay`` (the default; needs ``replay_script``, and an unsaved one is saved with the
+    operation, so a refused start keeps nothing) or ``live`` (the family's provider needs an
+    API key in ``CALLGATE_PROVIDERS``). ``stream``: default ``CALLGATE_LIVE_STREAMING``.
+    ``budgets``: guard overrides within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
+    ``metadata``: strings kept with the operation. ``actor``: who the audit trail names
+    (default: ``requested_by``, as a user).
+    """
+
+    tool_names: Sequence[str] | None
+    replay_script: ReplayScript | None
+    transport: str
+    stream: bool | None
+    budgets: Mapping[str, Any] | None
+    metadata: Mapping[str, str] | None
+    actor: Actor | None
 
 
 def operation_start(
@@ -35,95 +58,110 @@ def operation_start(
     family: str,
     model: str,
     input_text: str,
-    tool_names: Sequence[str] | None = None,
-    replay_script: ReplayScript | None = None,
-    transport: str = Operation.Transport.REPLAY,
-    stream: bool | None = None,
-    budgets: Mapping[str, Any] | None = None,
-    metadata: Mapping[str, str] | None = None,
+    **options: Unpack[StartOptions],
 ) -> Operation:
-    """Create a PENDING operation and queue its first turn after commit.
-
-    ``tool_names`` (default: every registered tool) must all be registered. ``transport`` is
-    ``replay`` (needs ``replay_script``; an unsaved one is saved with the operation, so a refused
-    start keeps nothing) or ``live`` (the family's provider needs an API key in
-    ``CALLGATE_PROVIDERS``); ``stream`` defaults to ``CALLGATE_LIVE_STREAMING``. ``budgets``
-    overrides guard defaults within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
-    Raises :class:`OperationError`
-    (``unknown_family``, ``unknown_tool``, ``no_script``, ``no_credentials``,
-    ``unknown_transport``, ``bad_budget``).
+    """Create a PENDING operation and queue its first turn after commit (options:
+    :class:`StartOptions`). Raises :class:`OperationError` (``unknown_family``,
+    ``unknown_tool``, ``bad_budget``, ``unknown_transport``, ``no_script``, ``no_credentials``).
     """
+    adapter = _adapter(family)
+    names = _tool_names(options.get("tool_names"))
+    effective = _budgets(options.get("budgets"))
+    script = options.get("replay_script")
+    transport = options.get("transport", Operation.Transport.REPLAY)
+    _check_transport(transport, script, adapter.provider)
+    stream = options.get("stream")
+    operation = Operation(
+        tenant=tenant,
+        requested_by=requested_by,
+        subject_ref=subject_ref,
+        family=family,
+        model=model,
+        transport=transport,
+        stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
+        replay_script=script,
+        input_text=input_text,
+        tool_names=names,
+        budgets=effective,
+        metadata=dict(options.get("metadata") or {}),
+        deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
+        conversation=adapter.start_conversation(user_input=input_text),
+    )
+    return _created(operation, options.get("actor") or Actor.user(requested_by))
+
+
+def _adapter(family: str) -> ProviderAdapter:
     try:
-        adapter = get_adapter(family)
+        return get_adapter(family)
     except LookupError as exc:
         raise OperationError("unknown_family", str(exc)) from None
+
+
+def _tool_names(tool_names: Sequence[str] | None) -> list[str]:
     names = list(tool_names) if tool_names is not None else registry.names()
     unknown = [name for name in names if registry.get(name) is None]
     if unknown:
         raise OperationError("unknown_tool", f"not registered: {', '.join(unknown)}")
+    return names
+
+
+def _budgets(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
     try:
-        effective = budgets_for(budgets)
+        return budgets_for(budgets)
     except BudgetError as exc:
         raise OperationError("bad_budget", str(exc)) from None
+
+
+def _check_transport(transport: str, replay_script: ReplayScript | None, provider: str) -> None:
     if transport not in Operation.Transport.values:
         known = ", ".join(Operation.Transport.values)
         raise OperationError("unknown_transport", f"transport must be one of: {known}")
     if transport == Operation.Transport.REPLAY and replay_script is None:
         raise OperationError("no_script", "the replay transport needs a replay script")
-    if transport == Operation.Transport.LIVE and live_settings(adapter.provider) is None:
-        raise OperationError("no_credentials", f"no API key configured for {adapter.provider}")
+    if transport == Operation.Transport.LIVE and live_settings(provider) is None:
+        raise OperationError("no_credentials", f"no API key configured for {provider}")
+
+
+def _created(operation: Operation, actor: Actor) -> Operation:
+    """Save the new operation (and its unsaved replay script), audit it and wake a worker for
+    its first turn."""
     with transaction.atomic(durable=True):
-        if replay_script is not None and replay_script._state.adding:
-            replay_script.save()
-        operation = Operation.objects.create(
-            tenant=tenant,
-            requested_by=requested_by,
-            subject_ref=subject_ref,
-            family=family,
-            model=model,
-            transport=transport,
-            stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
-            replay_script=replay_script,
-            input_text=input_text,
-            tool_names=names,
-            budgets=effective,
-            metadata=dict(metadata or {}),
-            deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
-            conversation=adapter.start_conversation(user_input=input_text),
-        )
-        audit_record(
-            operation=operation,
-            kind="operation.created",
-            actor=f"user:{requested_by.get_username()}",
+        script = operation.replay_script
+        if script is not None and script._state.adding:
+            script.save()
+            operation.replay_script = script
+        operation.save(force_insert=True)
+        step = Step(operation)
+        step.audit(
+            kind=AuditKind.OPERATION_CREATED,
+            actor=actor,
             to_state=OperationState.PENDING,
             details={
-                "family": family,
-                "model": model,
-                "tools": names,
-                "transport": transport,
-                "budgets": effective,
+                "family": operation.family,
+                "model": operation.model,
+                "tools": operation.tool_names,
+                "transport": operation.transport,
+                "budgets": operation.budgets,
             },
         )
-        enqueue_turn(operation_pk=operation.pk)
+        enqueue_turn(step, operation_pk=operation.pk)
+        step.flush()
     return operation
 
 
-def operation_cancel(*, operation_pk: int, actor: str, reason: str) -> Operation:
+def operation_cancel(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
     """Cancel an operation that has not ended (CANCELLED). Calls already running finish and are
     recorded, but nothing new starts; pending approvals are superseded. Raises
     :class:`OperationError` (``already_ended``)."""
-    with transaction.atomic(durable=True):
-        operation = Operation.objects.select_for_update().get(pk=operation_pk)
+    with operation_step(operation_pk, related=()) as step:
+        if step is None:
+            raise Operation.DoesNotExist(f"no operation {operation_pk}")
+        operation = step.operation
         if operation.state in OPERATION_TERMINAL:
             raise OperationError(
                 "already_ended", f"the operation already ended ({operation.state})"
             )
-        operation.lease_token, operation.lease_expires_at = "", None
-        operation_transition(
-            operation=operation,
-            to_state=OperationState.CANCELLED,
-            actor=actor,
-            reason=f"CANCELLED: {reason}",
-            update_fields=["lease_token", "lease_expires_at"],
-        )
+        lease_clear(step, operation)
+        reason = f"CANCELLED: {reason}"
+        operation_transition(step, to_state=OperationState.CANCELLED, actor=actor, reason=reason)
     return operation

@@ -20,22 +20,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from config.celery import app
 from toolcalls import registry
+from toolcalls.actors import RECOVERY
 from toolcalls.models import Operation, ToolCall
-from toolcalls.services.audit import audit_record
-from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile, enqueue_turn
+from toolcalls.services.enqueue import (
+    enqueue_execute,
+    enqueue_reconcile,
+    enqueue_resume,
+    enqueue_turn,
+)
 from toolcalls.services.execution import settle_lost_call
-from toolcalls.services.locking import call_lock
-from toolcalls.states import CallState, OperationState
+from toolcalls.services.unit import call_step, lease_expired, operation_step
+from toolcalls.states import AuditKind, CallState, OperationState
 
-ACTOR = "system:recovery"
 log = logging.getLogger("callgate.recovery")
 _RUNNABLE = (OperationState.PENDING, OperationState.MODEL_REQUESTED, OperationState.RESULTS_READY)
 #: Rows looked at per sweep step; the next sweep takes the rest.
@@ -46,19 +49,23 @@ def recovery_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """One pass over everything that may be stranded; returns how many of each it handled."""
     now = now or timezone.now()
     grace = now - timedelta(seconds=settings.CALLGATE_RECOVERY_GRACE_S)
+    turn_lease = AuditKind.RECOVERY_TURN_LEASE_EXPIRED
     counts = {
-        "turn_leases": _each(_expired_turns(now), _requeue_turn, "recovery.turn_lease_expired"),
-        "call_leases": _each(_expired_calls(now), _reap_call, ""),
-        "operations": _each(_stranded_operations(now, grace), _requeue_turn, "recovery.requeued"),
-        "calls": _each(_stranded_calls(grace), _requeue_call, ""),
+        "turn_leases": _each(_expired_turns(now), partial(_requeue_turn, kind=turn_lease)),
+        "call_leases": _each(_expired_calls(now), _reap_call),
+        "operations": _each(
+            _stranded_operations(now, grace),
+            partial(_requeue_turn, kind=AuditKind.RECOVERY_REQUEUED),
+        ),
+        "calls": _each(_stranded_calls(grace), _requeue_call),
     }
     if any(counts.values()):
         log.info("recovery sweep %s", " ".join(f"{k}={v}" for k, v in counts.items()))
     return counts
 
 
-def _each(pks: list[int], action: Callable[[int, str], bool], kind: str) -> int:
-    return sum(1 for pk in pks if action(pk, kind))
+def _each(pks: list[int], action: Callable[[int], bool]) -> int:
+    return sum(1 for pk in pks if action(pk))
 
 
 def _expired_turns(now: datetime) -> list[int]:
@@ -90,71 +97,57 @@ def _stranded_calls(grace: datetime) -> list[int]:
     return list(rows.values_list("pk", flat=True)[:BATCH])
 
 
-def _requeue_turn(operation_pk: int, kind: str) -> bool:
-    with transaction.atomic(durable=True):
-        operation = Operation.objects.select_for_update().filter(pk=operation_pk).first()
-        if operation is None or operation.state not in _RUNNABLE:
+def _requeue_turn(operation_pk: int, *, kind: AuditKind) -> bool:
+    with operation_step(operation_pk, where=Q(state__in=_RUNNABLE), related=()) as step:
+        if step is None:
             return False
-        audit_record(
-            operation=operation,
-            kind=kind,
-            actor=ACTOR,
-            details={"state": operation.state, "turn": operation.turn_count},
-        )
-        enqueue_turn(operation_pk=operation.pk)
+        operation = step.operation
+        details = {"state": operation.state, "turn": operation.turn_count}
+        step.audit(kind=kind, actor=RECOVERY, details=details)
+        enqueue_turn(step, operation_pk=operation.pk)
     return True
 
 
-def _reap_call(call_pk: int, _kind: str) -> bool:
+def _reap_call(call_pk: int) -> bool:
     """A call whose lease expired mid-run: fence the old worker out, then settle it as lost."""
     now = timezone.now()
-    with transaction.atomic(durable=True):
-        operation, call = call_lock(call_pk)
-        if (
-            call.state != CallState.EXECUTING
-            or not call.lease_expires_at
-            or call.lease_expires_at >= now
-        ):
+    with call_step(call_pk) as step:
+        call = step.call
+        assert call is not None
+        if call.state != CallState.EXECUTING or not lease_expired(call, now):
             return False
-        spec = registry.get(call.tool_name)
-        audit_record(
-            operation=operation,
-            kind="recovery.call_lease_expired",
-            actor=ACTOR,
+        step.audit(
+            kind=AuditKind.RECOVERY_CALL_LEASE_EXPIRED,
+            actor=RECOVERY,
             call=call,
             details={"attempt": call.attempt, "tool": call.tool_name},
         )
         settle_lost_call(
-            operation=operation,
-            call=call,
-            spec=spec,
+            step,
+            spec=registry.get(call.tool_name),
             kind="lease_expired",
             detail="the worker running it stopped answering",
         )
     return True
 
 
-def _requeue_call(call_pk: int, _kind: str) -> bool:
-    with transaction.atomic(durable=True):
-        operation, call = call_lock(call_pk)
+def _requeue_call(call_pk: int) -> bool:
+    with call_step(call_pk) as step:
+        call = step.call
+        assert call is not None
         if call.state == CallState.PROPOSED and call.queued_at:
             call.queued_at = timezone.now()
-            enqueue_execute(call_pk=call.pk)
+            enqueue_execute(step, call_pk=call.pk)
         elif call.state == CallState.APPROVED:
-            # The approval app's resume task revalidates before running; reached by name.
-            transaction.on_commit(
-                lambda: app.tasks["approvals.resume_operation"].apply_async(args=[call_pk]),
-                robust=True,
-            )
+            enqueue_resume(step, call_pk=call.pk)  # resume revalidates before running
         elif call.state == CallState.UNKNOWN_OUTCOME:
-            enqueue_reconcile(call_pk=call.pk)
+            enqueue_reconcile(step, call_pk=call.pk)
         else:
             return False
-        call.save(update_fields=["queued_at", "updated_at"])  # the next sweep waits again
-        audit_record(
-            operation=operation,
-            kind="recovery.call_requeued",
-            actor=ACTOR,
+        step.change(call, "queued_at")  # saved with ``updated_at``: the next sweep waits again
+        step.audit(
+            kind=AuditKind.RECOVERY_CALL_REQUEUED,
+            actor=RECOVERY,
             call=call,
             details={"state": call.state, "tool": call.tool_name},
         )

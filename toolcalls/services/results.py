@@ -10,28 +10,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.db.models import Subquery
 
 from providers.base import ToolResultMessage
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.binding import Binding, canonical_json, digest, request_digest
 from toolcalls.envelopes import ErrorCode, error, is_error, ok
+from toolcalls.errors import CallgateError
 from toolcalls.guards import progress_made
 from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolSpec
 from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition, operation_transition
+from toolcalls.services.unit import Step
 from toolcalls.states import CALL_FINISHED, OPERATION_TERMINAL, CallState, OperationState
 
 
-class BindingMismatch(Exception):
-    """A stored result no longer matches its call's trusted context. ``call`` is the call row."""
+class BindingMismatch(CallgateError):
+    """A stored result no longer matches its call's trusted context (``binding_mismatch``).
+    ``call`` is the call row, ``fields`` the binding fields that differ."""
 
     def __init__(self, call: ToolCall, fields: Sequence[str]) -> None:
-        super().__init__(f"binding mismatch on {call.public_id}: {', '.join(fields)}")
+        message = f"binding mismatch on {call.public_id}: {', '.join(fields)}"
+        super().__init__("binding_mismatch", message, details={"fields": list(fields)})
         self.call = call
         self.fields = list(fields)
 
@@ -81,24 +87,22 @@ def binding_for(
     )
 
 
-def call_finish(
-    *,
-    operation: Operation,
-    call: ToolCall,
-    to_state: str,
-    model_result: Mapping[str, Any],
-    actor: str,
-    audit: Mapping[str, Any] | None = None,
-    details: Mapping[str, Any] | None = None,
-    update_fields: Sequence[str] = (),
-    save_operation: bool = True,
-) -> None:
-    """Give ``call`` its result envelope and final state, with digests and protected audit.
+class CallEnd(TypedDict):
+    """A call's end: its final state (``to_state``), the ``model_result`` envelope, who
+    decided it (``actor``), and optionally the handler's ``audit`` (kept in
+    ``protected_audit``, never sent to the model) and ``details`` for the audit event."""
 
-    The caller holds the operation and call row locks. ``audit`` (handler-provided, never sent
-    to the model) is kept in ``protected_audit``; ``update_fields`` names other call fields the
-    caller changed; ``save_operation`` as for ``call_transition``.
-    """
+    to_state: str
+    model_result: Mapping[str, Any]
+    actor: Actor
+    audit: NotRequired[Mapping[str, Any] | None]
+    details: NotRequired[Mapping[str, Any] | None]
+
+
+def call_result(step: Step, call: ToolCall, **outcome: Unpack[CallEnd]) -> None:
+    """Give ``call`` (held by ``step``) its result envelope and final state, with digests and
+    protected audit; the set is not settled (see :func:`call_finish`)."""
+    model_result = outcome["model_result"]
     if call.arguments_edited:
         # The model proposed other arguments; it must know what actually ran.
         model_result = {
@@ -106,31 +110,39 @@ def call_finish(
             "note": "An operator edited the arguments before this call ran.",
             "arguments": call.arguments,
         }
+    operation = step.operation
     binding = binding_for(operation=operation, turn=call.turn, call=call, model_result=model_result)
     call.model_result = dict(model_result)
     call.result_sha256 = binding.result_sha256
     call.request_sha256 = binding.request_sha256
     call.binding_sha256 = binding.sha256()
-    call.protected_audit = {"binding": binding.as_dict(), "handler": dict(audit or {})}
+    handler = dict(outcome.get("audit") or {})
+    call.protected_audit = {"binding": binding.as_dict(), "handler": handler}
     if is_error(model_result):
         call.error_code = model_result["error"]["code"]
-    call_transition(
-        operation=operation,
-        call=call,
-        to_state=to_state,
-        actor=actor,
-        details={"outcome": call.error_code or "ok", **(details or {})},
-        update_fields=[
-            "model_result",
-            "result_sha256",
-            "request_sha256",
-            "binding_sha256",
-            "protected_audit",
-            "error_code",
-            *update_fields,
-        ],
-        save_operation=save_operation,
-    )
+    step.change(call, *_RESULT_FIELDS)
+    details = {"outcome": call.error_code or "ok", **(outcome.get("details") or {})}
+    actor = outcome["actor"]
+    call_transition(step, call, to_state=outcome["to_state"], actor=actor, details=details)
+
+
+_RESULT_FIELDS = (
+    "model_result",
+    "result_sha256",
+    "request_sha256",
+    "binding_sha256",
+    "protected_audit",
+    "error_code",
+)
+
+
+def call_finish(
+    step: Step, call: ToolCall, *, resume: bool = False, **outcome: Unpack[CallEnd]
+) -> None:
+    """Finish a call, settle its set, start what is ready: :func:`call_result`, then
+    :func:`call_set_advance` (``resume`` as there)."""
+    call_result(step, call, **outcome)
+    call_set_advance(step, turn_id=call.turn_id, actor=outcome["actor"], resume=resume)
 
 
 def _target_state(states: Sequence[str]) -> str:
@@ -143,48 +155,37 @@ def _target_state(states: Sequence[str]) -> str:
     return OperationState.EXECUTING
 
 
-def call_set_settle(
-    *,
-    operation: Operation,
-    turn_id: int,
-    actor: str,
-    resume: bool = False,
-    calls: Sequence[ToolCall] | None = None,
-    update_fields: Sequence[str] = (),
-) -> None:
+def call_set_settle(step: Step, *, turn_id: int, actor: Actor, resume: bool = False) -> None:
     """Derive the operation's state from the states of its current call set and move it there.
 
     Any call waiting for a human parks the set; every call finished makes the results ready,
     counts whether the set made progress, and wakes a worker to send them. An ESCALATED
-    operation moves only when ``resume`` (a human resolved what escalated it). The caller holds
-    the operation row lock; ``calls`` are the set's rows when the caller holds them current;
-    ``update_fields`` names operation fields the caller changed and left for this to save (with
-    the transition, or alone when the state stays).
+    operation moves only when ``resume`` (a human resolved what escalated it).
     """
+    operation = step.operation
     if operation.state in OPERATION_TERMINAL or (
         operation.state == OperationState.ESCALATED and not resume
     ):
-        _save(operation, update_fields)
         return
-    if calls is None:
-        calls = list(ToolCall.objects.filter(turn_id=turn_id))
+    calls = step.call_set(turn_id)
     target = _target_state([call.state for call in calls])
     if target == operation.state:
-        _save(operation, update_fields)
         return
-    fields = list(update_fields)
     if target == OperationState.RESULTS_READY:
         progress = progress_made(operation, calls)
         operation.no_progress_turns = 0 if progress else operation.no_progress_turns + 1
-        fields.append("no_progress_turns")
-    operation_transition(operation=operation, to_state=target, actor=actor, update_fields=fields)
+        step.change(operation, "no_progress_turns")
+    operation_transition(step, to_state=target, actor=actor)
     if target == OperationState.RESULTS_READY:
-        enqueue_turn(operation_pk=operation.pk)
+        enqueue_turn(step, operation_pk=operation.pk)
 
 
-def _save(operation: Operation, fields: Sequence[str]) -> None:
-    if fields:
-        operation.save(update_fields=sorted({*fields, "updated_at"}))
+def call_set_advance(step: Step, *, turn_id: int, actor: Actor, resume: bool = False) -> None:
+    """Settle the set (:func:`call_set_settle`), then hand its next ready calls to workers
+    (nothing starts for an operation that ended)."""
+    call_set_settle(step, turn_id=turn_id, actor=actor, resume=resume)
+    if step.operation.state not in OPERATION_TERMINAL:
+        call_set_start_ready(step, turn_id=turn_id)
 
 
 def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from toolcalls.models import Operation, ToolCall
 from toolcalls.services.enqueue import enqueue_execute
+from toolcalls.services.unit import Step
 from toolcalls.states import CallState
 
 
@@ -29,17 +30,13 @@ def calls_ready(*, operation: Operation, calls: Sequence[ToolCall]) -> list[Tool
     return sorted(waiting, key=lambda c: c.position)[: max(room, 0)]
 
 
-def call_set_start_ready(
-    *, operation: Operation, turn_id: int, calls: Sequence[ToolCall] | None = None
-) -> int:
-    """Queue the next ready calls of the set (:func:`calls_ready`); returns how many were
-    queued. The caller holds the operation lock; ``calls`` are the set's rows when the caller
-    holds them current already."""
-    rows = list(calls) if calls is not None else list(ToolCall.objects.filter(turn_id=turn_id))
-    ready = [call.pk for call in calls_ready(operation=operation, calls=rows)]
-    if not ready:
-        return 0
-    ToolCall.objects.filter(pk__in=ready).update(queued_at=timezone.now())
-    for call_pk in ready:
-        enqueue_execute(call_pk=call_pk)
+def call_set_start_ready(step: Step, *, turn_id: int) -> int:
+    """Hand the next ready calls of the set (:func:`calls_ready`) to workers: mark them queued
+    and wake a worker for each after commit; returns how many."""
+    ready = calls_ready(operation=step.operation, calls=step.call_set(turn_id))
+    now = timezone.now()
+    for call in ready:
+        call.queued_at = now
+        step.change(call, "queued_at")
+        enqueue_execute(step, call_pk=call.pk)
     return len(ready)

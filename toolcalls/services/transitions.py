@@ -1,22 +1,24 @@
 """The one place a ``state`` field changes: check the table, write, audit, log.
 
-Callers hold the operation row lock (and the locked child row) inside a transaction; every
-function here asserts that.
+Each works on a :class:`toolcalls.services.unit.Step`, which holds the operation row lock (and
+the locked child row) inside a transaction and saves the rows once at its end.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import connection, models
 
+from toolcalls.actors import Actor
 from toolcalls.models import Operation, ToolCall
-from toolcalls.services.audit import audit_record
+from toolcalls.services.unit import Step
 from toolcalls.states import (
     CALL_TRANSITIONS,
     OPERATION_TRANSITIONS,
+    AuditKind,
     OperationState,
     check_transition,
 )
@@ -36,70 +38,49 @@ _REASON_STATES = frozenset(
 
 
 def operation_transition(
+    step: Step,
     *,
-    operation: Operation,
     to_state: str,
-    actor: str,
+    actor: Actor,
     reason: str = "",
     details: Mapping[str, Any] | None = None,
-    update_fields: Iterable[str] = (),
-    save: bool = True,
-) -> list[str]:
-    """Move ``operation`` to ``to_state``; raises ``IllegalTransition`` if the table forbids it.
-
-    ``reason`` (for ESCALATED and failure states) is stored as ``terminal_reason``, and cleared
-    when an escalated operation resumes (the audit trail keeps it); ``update_fields`` names
-    other fields the caller changed that must be saved with it.
-
-    Returns the fields saved. With ``save=False`` nothing is saved and the caller must save the
-    returned fields before its transaction commits: a step that moves on again within the same
-    transaction then writes the row once instead of once per state.
-    """
+) -> None:
+    """Move the step's operation to ``to_state``; raises ``IllegalTransition`` if the table
+    forbids it. ``reason`` (for ESCALATED and failure states) is stored as ``terminal_reason``,
+    and cleared when an escalated operation resumes (the audit trail keeps it)."""
+    operation = step.operation
     from_state = operation.state
     check_transition(OPERATION_TRANSITIONS, "operation", from_state, to_state)
     operation.state = to_state
-    fields = {"state", "audit_seq", "audit_head", "updated_at", *update_fields}
-    if to_state in _REASON_STATES:
-        operation.terminal_reason = reason[:500]
-        fields.add("terminal_reason")
-    elif operation.terminal_reason:
-        operation.terminal_reason = ""
-        fields.add("terminal_reason")
+    step.change(operation, "state")
+    if to_state in _REASON_STATES or operation.terminal_reason:
+        operation.terminal_reason = reason[:500] if to_state in _REASON_STATES else ""
+        step.change(operation, "terminal_reason")
     info = {**(details or {}), **({"reason": reason} if reason else {})}
-    audit_record(
-        operation=operation,
-        kind="operation.transition",
+    step.audit(
+        kind=AuditKind.OPERATION_TRANSITION,
         actor=actor,
         from_state=from_state,
         to_state=to_state,
         details=info,
-        save_operation=False,
     )
-    if save:
-        operation.save(update_fields=sorted(fields))
     _log(operation=operation, call=None, from_state=from_state, to_state=to_state, details=info)
-    return sorted(fields)
 
 
 def call_transition(
-    *,
-    operation: Operation,
+    step: Step,
     call: ToolCall,
+    *,
     to_state: str,
-    actor: str,
+    actor: Actor,
     details: Mapping[str, Any] | None = None,
-    update_fields: Iterable[str] = (),
     approval_ref: str = "",
-    save_operation: bool = True,
 ) -> None:
-    """Move ``call`` (of the locked ``operation``) to ``to_state``; raises ``IllegalTransition``.
-
-    With ``save_operation=False`` the caller saves the operation's ``audit_seq``/``audit_head``
-    itself, with its own change to the row, before the transaction commits."""
+    """Move ``call`` (held by ``step``) to ``to_state``; raises ``IllegalTransition``."""
     from_state = call.state
     check_transition(CALL_TRANSITIONS, "call", from_state, to_state)
     call.state = to_state
-    call.save(update_fields=sorted({"state", "updated_at", *update_fields}))
+    step.change(call, "state")
     info = {
         "call_id": call.call_id,
         "tool": call.tool_name,
@@ -107,47 +88,53 @@ def call_transition(
         "attempt": call.attempt,
         **(details or {}),
     }
-    audit_record(
-        operation=operation,
-        kind="call.transition",
+    step.audit(
+        kind=AuditKind.CALL_TRANSITION,
         actor=actor,
         call=call,
         approval_ref=approval_ref,
         from_state=from_state,
         to_state=to_state,
         details=info,
-        save_operation=save_operation,
     )
-    _log(operation=operation, call=call, from_state=from_state, to_state=to_state, details=info)
+    _log(
+        operation=step.operation, call=call, from_state=from_state, to_state=to_state, details=info
+    )
 
 
 def row_transition(
-    *,
-    operation: Operation,
+    step: Step,
     row: models.Model,
+    *,
     table: Mapping[str, frozenset[str]],
     kind: str,
+    audit_kind: AuditKind,
     to_state: str,
-    actor: str,
+    actor: Actor,
     approval_ref: str = "",
     details: Mapping[str, Any] | None = None,
-    update_fields: Iterable[str] = (),
 ) -> None:
-    """Transition any other stateful row of ``operation`` (approvals) through its ``table``."""
+    """Transition another stateful row of the step's operation (an approval) through its
+    ``table``; ``kind`` names the row in an ``IllegalTransition``."""
     from_state = row.state  # type: ignore[attr-defined]
     check_transition(dict(table), kind, from_state, to_state)
     row.state = to_state  # type: ignore[attr-defined]
-    row.save(update_fields=sorted({"state", *update_fields}))
-    audit_record(
-        operation=operation,
-        kind=f"{kind}.transition",
+    step.change(row, "state")
+    step.audit(
+        kind=audit_kind,
         actor=actor,
         approval_ref=approval_ref,
         from_state=from_state,
         to_state=to_state,
         details=details,
     )
-    _log(operation=operation, call=None, from_state=from_state, to_state=to_state, details=details)
+    _log(
+        operation=step.operation,
+        call=None,
+        from_state=from_state,
+        to_state=to_state,
+        details=details,
+    )
 
 
 def _log(

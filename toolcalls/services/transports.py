@@ -7,6 +7,7 @@ from django.conf import settings
 from providers.families import get_adapter
 from providers.live import LiveSettings, live_transport
 from providers.transports import ModelTransport, ReplayTransport
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
 
 
@@ -22,10 +23,14 @@ def live_settings(provider: str) -> LiveSettings | None:
     )
 
 
+class MissingCredentials(CallgateError, LookupError):
+    """A live operation's provider has no API key configured (``no_credentials``)."""
+
+
 def transport_for(operation: Operation) -> ModelTransport:
     """The replay transport over the operation's script, or the live SDK transport of its family.
 
-    Raises ``LookupError`` when a live operation's provider has no credentials configured.
+    Raises :class:`MissingCredentials` when a live operation's provider has no API key.
     """
     adapter = get_adapter(operation.family)
     if operation.transport == Operation.Transport.REPLAY:
@@ -33,5 +38,5 @@ def transport_for(operation: Operation) -> ModelTransport:
         return ReplayTransport(adapter=adapter, replies=replies)
     config = live_settings(adapter.provider)
     if config is None:
-        raise LookupError(f"no API key configured for {adapter.provider}")
+        raise MissingCredentials("no_credentials", f"no API key configured for {adapter.provider}")
     return live_transport(operation.family, config, stream=operation.stream)

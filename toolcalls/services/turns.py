@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import logging
 import random
-import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -26,20 +26,27 @@ from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
 from toolcalls import faultpoints, registry
+from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
-from toolcalls.models import ModelTurn, Operation
-from toolcalls.services.audit import audit_record
+from toolcalls.models import ModelTurn
 from toolcalls.services.connections import connections_check
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
-from toolcalls.services.transports import transport_for
-from toolcalls.states import OperationState
+from toolcalls.services.transports import MissingCredentials, transport_for
+from toolcalls.services.unit import (
+    Step,
+    lease_clear,
+    lease_free,
+    lease_held,
+    lease_take,
+    operation_step,
+)
+from toolcalls.states import AuditKind, OperationState
 from toolcalls.storage import storable
 
-ACTOR = "engine"
 log = logging.getLogger("callgate.progress")
 _CLAIMABLE = (OperationState.PENDING, OperationState.MODEL_REQUESTED, OperationState.RESULTS_READY)
 
@@ -78,99 +85,108 @@ def turn_run(*, operation_pk: int) -> None:
 
 
 def _claim(operation_pk: int) -> TurnClaim | None:
-    now = timezone.now()
-    with transaction.atomic(durable=True):
-        operation = (
-            Operation.objects.select_for_update(of=("self",))
-            .select_related("tenant", "replay_script")
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-            .filter(pk=operation_pk, state__in=_CLAIMABLE)
-            .first()
-        )
-        if operation is None:
+    claimable = lease_free() & Q(state__in=_CLAIMABLE)
+    with operation_step(operation_pk, where=claimable, related=_CLAIM_RELATED) as step:
+        if step is None:
             return None  # finished, parked, or another worker holds the lease
+        operation = step.operation
+        now = timezone.now()
         trip = turn_trip(operation, now=now) if operation.state != OperationState.PENDING else None
         if trip:
-            operation_escalate(
-                operation=operation, reason=trip.reason, actor=ACTOR, guard=trip.guard
-            )
+            operation_escalate(step, reason=trip.reason, actor=ENGINE, guard=trip.guard)
             return None
-        adapter = get_adapter(operation.family)
-        results: list[ToolResultMessage] = []
-        if operation.state == OperationState.RESULTS_READY:
-            try:
-                results = call_set_results(operation=operation)
-            except BindingMismatch as exc:
-                operation_transition(
-                    operation=operation,
-                    to_state=OperationState.FAILED,
-                    actor=ACTOR,
-                    reason=f"BINDING_MISMATCH: {exc}",
-                    details={"call": exc.call.public_id, "fields": exc.fields},
-                )
-                return None
-            operation.conversation = adapter.append_results(
-                conversation=operation.conversation, results=results
-            )
-        operation.turn_attempts += 1
-        if operation.turn_attempts > settings.CALLGATE_MAX_TURN_ATTEMPTS:
-            # Only an operation already in MODEL_REQUESTED can have unrecorded claims. The last
-            # dead claim's lease goes with it: an ended operation is held by no worker.
-            operation.lease_token, operation.lease_expires_at = "", None
-            operation_transition(
-                operation=operation,
-                to_state=OperationState.FAILED,
-                actor=ACTOR,
-                reason=f"POISON_TURN: turn {operation.turn_count} was claimed "
-                f"{operation.turn_attempts - 1} times and never recorded",
-                update_fields=["lease_token", "lease_expires_at"],
-            )
+        results = _results_appended(step)
+        if results is None or _poisoned(step):
             return None
         try:
             transport = transport_for(operation)
-        except LookupError as exc:
-            _fail_before_request(operation, f"NO_CREDENTIALS: {exc}")
+        except MissingCredentials as exc:
+            _fail_before_request(step, f"NO_CREDENTIALS: {exc}")
             return None
-        operation.lease_token = secrets.token_hex(16)
-        operation.lease_expires_at = now + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
-        operation.wake_at = None
-        fields = ["conversation", "lease_token", "lease_expires_at", "turn_attempts", "wake_at"]
-        if operation.state != OperationState.MODEL_REQUESTED:
-            operation_transition(
-                operation=operation,
-                to_state=OperationState.MODEL_REQUESTED,
-                actor=ACTOR,
-                details={"turn": operation.turn_count},
-                update_fields=fields,
-            )
-        else:
-            operation.save(update_fields=[*fields, "updated_at"])
-        body = adapter.build_request(
-            model=operation.model,
-            conversation=operation.conversation,
-            tools=registry.declarations(operation.tool_names),
-        )
-        return TurnClaim(
-            operation_pk=operation.pk,
-            operation_id=operation.public_id,
-            lease_token=operation.lease_token,
-            family=operation.family,
-            model=operation.model,
-            sequence=operation.turn_count,
-            request_body=body,
-            transport=transport,
-            results=tuple(results),
-        )
+        return _claimed(step, transport, results)
 
 
-def _fail_before_request(operation: Operation, reason: str) -> None:
-    if operation.state != OperationState.MODEL_REQUESTED:  # FAILED is reached from there
+_CLAIM_RELATED = ("tenant", "replay_script")
+
+
+def _results_appended(step: Step) -> list[ToolResultMessage] | None:
+    """The finished call set's results, appended to the conversation when the operation is
+    RESULTS_READY (else none); ``None`` when a binding mismatch failed the operation."""
+    operation = step.operation
+    if operation.state != OperationState.RESULTS_READY:
+        return []
+    try:
+        results = call_set_results(operation=operation)
+    except BindingMismatch as exc:
         operation_transition(
-            operation=operation, to_state=OperationState.MODEL_REQUESTED, actor=ACTOR
+            step,
+            to_state=OperationState.FAILED,
+            actor=ENGINE,
+            reason=f"BINDING_MISMATCH: {exc}",
+            details={"call": exc.call.public_id, "fields": exc.fields},
         )
-    operation_transition(
-        operation=operation, to_state=OperationState.FAILED, actor=ACTOR, reason=reason
+        return None
+    adapter = get_adapter(operation.family)
+    operation.conversation = adapter.append_results(
+        conversation=operation.conversation, results=results
     )
+    return results
+
+
+def _poisoned(step: Step) -> bool:
+    """Count this claim; a turn claimed too often and never recorded fails the operation."""
+    operation = step.operation
+    operation.turn_attempts += 1
+    if operation.turn_attempts <= settings.CALLGATE_MAX_TURN_ATTEMPTS:
+        return False
+    # Only an operation already in MODEL_REQUESTED can have unrecorded claims. The last dead
+    # claim's lease goes with it: an ended operation is held by no worker.
+    lease_clear(step, operation)
+    operation_transition(
+        step,
+        to_state=OperationState.FAILED,
+        actor=ENGINE,
+        reason=f"POISON_TURN: turn {operation.turn_count} was claimed "
+        f"{operation.turn_attempts - 1} times and never recorded",
+    )
+    return True
+
+
+def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMessage]) -> TurnClaim:
+    """Lease the operation to this worker, in MODEL_REQUESTED, and build the request. The
+    conversation (with any results appended) and the claim count are saved only now: a claim
+    that failed the operation keeps them as they were."""
+    operation = step.operation
+    token = lease_take(step, operation)
+    operation.wake_at = None
+    step.change(operation, "conversation", "turn_attempts", "wake_at")
+    if operation.state != OperationState.MODEL_REQUESTED:
+        details = {"turn": operation.turn_count}
+        operation_transition(
+            step, to_state=OperationState.MODEL_REQUESTED, actor=ENGINE, details=details
+        )
+    body = get_adapter(operation.family).build_request(
+        model=operation.model,
+        conversation=operation.conversation,
+        tools=registry.declarations(operation.tool_names),
+    )
+    return TurnClaim(
+        operation_pk=operation.pk,
+        operation_id=operation.public_id,
+        lease_token=token,
+        family=operation.family,
+        model=operation.model,
+        sequence=operation.turn_count,
+        request_body=body,
+        transport=transport,
+        results=tuple(results),
+    )
+
+
+def _fail_before_request(step: Step, reason: str) -> None:
+    if step.operation.state != OperationState.MODEL_REQUESTED:  # FAILED is reached from there
+        operation_transition(step, to_state=OperationState.MODEL_REQUESTED, actor=ENGINE)
+    operation_transition(step, to_state=OperationState.FAILED, actor=ENGINE, reason=reason)
 
 
 def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
@@ -213,46 +229,41 @@ def _progress(claim: TurnClaim) -> OnEvent:
 def _record(
     claim: TurnClaim, reply: WireReply | None, parsed: ParsedReply, latency_ms: int
 ) -> None:
-    with transaction.atomic(durable=True):
-        operation = (
-            Operation.objects.select_for_update(of=("self",))
-            .select_related("tenant")
-            .get(pk=claim.operation_pk)
-        )
+    with operation_step(claim.operation_pk) as step:
+        assert step is not None
+        operation = step.operation
         if (
-            operation.lease_token != claim.lease_token
+            not lease_held(operation, claim.lease_token)
             or operation.state != OperationState.MODEL_REQUESTED
         ):
-            audit_record(
-                operation=operation,
-                kind="turn.stale_reply_refused",
-                actor=ACTOR,
+            step.audit(
+                kind=AuditKind.TURN_STALE_REPLY_REFUSED,
+                actor=ENGINE,
                 details={"sequence": claim.sequence, "outcome": parsed.outcome.value},
             )
             return
-        turn = _store_turn(operation, claim, reply, parsed, latency_ms)
-        _advance(operation, turn, parsed)
+        turn = _store_turn(step, claim, reply, parsed, latency_ms)
+        _advance(step, turn, parsed)
+        step.flush()
         faultpoints.reach("turn.in_record")  # inside the transaction, before it commits
 
 
 def _fail_unstorable(claim: TurnClaim, exc: DatabaseError) -> None:
     close_old_connections()
-    with transaction.atomic(durable=True):
-        operation = Operation.objects.select_for_update().get(pk=claim.operation_pk)
-        if operation.lease_token != claim.lease_token:
+    with operation_step(claim.operation_pk, related=()) as step:
+        if step is None or not lease_held(step.operation, claim.lease_token):
             return
-        operation.lease_token, operation.lease_expires_at = "", None
+        lease_clear(step, step.operation)
         operation_transition(
-            operation=operation,
+            step,
             to_state=OperationState.FAILED,
-            actor=ACTOR,
+            actor=ENGINE,
             reason=f"UNSTORABLE_REPLY: {type(exc).__name__}: {exc}"[:500],
-            update_fields=["lease_token", "lease_expires_at"],
         )
 
 
 def _store_turn(
-    operation: Operation,
+    step: Step,
     claim: TurnClaim,
     reply: WireReply | None,
     parsed: ParsedReply,
@@ -261,7 +272,7 @@ def _store_turn(
     adapter = get_adapter(claim.family)
     usage = parsed.usage
     turn = ModelTurn.objects.create(
-        operation=operation,
+        operation=step.operation,
         index=claim.sequence,
         response_id=storable(parsed.response_id or ""),
         outcome=parsed.outcome.value,
@@ -280,84 +291,88 @@ def _store_turn(
         sdk_version=claim.transport.sdk_version,
         latency_ms=latency_ms,
     )
+    _count(step, turn, claim.model)
+    return turn
+
+
+def _count(step: Step, turn: ModelTurn, model: str) -> None:
+    """Add the recorded turn to the operation's counters and end the claim's lease."""
+    operation = step.operation
     operation.turn_count += 1
     operation.input_tokens += turn.input_tokens
     operation.output_tokens += turn.output_tokens
     operation.cost_micros += cost_micros(
-        model=claim.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens
+        model=model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens
     )
-    operation.lease_token = ""
-    operation.lease_expires_at = None
     operation.turn_attempts = 0
-    return turn
+    step.change(
+        operation, "turn_count", "input_tokens", "output_tokens", "cost_micros", "turn_attempts"
+    )
+    lease_clear(step, operation)
 
 
-_COUNTERS = [
-    "turn_count",
-    "turn_attempts",
-    "input_tokens",
-    "output_tokens",
-    "cost_micros",
-    "lease_token",
-    "lease_expires_at",
-]
+_FINAL = {
+    Outcome.FINAL_TEXT: (OperationState.COMPLETED, ""),
+    Outcome.REFUSAL: (OperationState.REFUSED, "REFUSAL: the model declined ({})"),
+    Outcome.TRUNCATED: (OperationState.INCOMPLETE, "TRUNCATED: the reply was cut off ({})"),
+}
 
 
-def _advance(operation: Operation, turn: ModelTurn, parsed: ParsedReply) -> None:
+def _advance(step: Step, turn: ModelTurn, parsed: ParsedReply) -> None:
     """Move the operation by the reply's outcome. Only FINAL_TEXT completes."""
+    operation = step.operation
     details = {
         "turn": turn.index,
         "outcome": parsed.outcome.value,
         "raw_reason": parsed.raw_reason,
         "response_id": parsed.response_id,
     }
-    fields = [*_COUNTERS]
+    move = partial(_move, step, details)
     if parsed.outcome is not Outcome.API_FAILURE and operation.retry_count:
         operation.retry_count = 0
-        fields.append("retry_count")
-
-    def move(to_state: str, reason: str = "", *, save: bool = True, **extra: Any) -> list[str]:
-        return operation_transition(
-            operation=operation,
-            to_state=to_state,
-            actor=ACTOR,
-            reason=reason,
-            details={**details, **extra},
-            update_fields=fields,
-            save=save,
-        )
-
+        step.change(operation, "retry_count")
     outcome = parsed.outcome
-    if outcome is Outcome.FINAL_TEXT:
-        operation.final_text = storable(parsed.text or "")
-        fields.append("final_text")
-        move(OperationState.COMPLETED)
-    elif outcome is Outcome.REFUSAL:
-        operation.final_text = storable(parsed.text or "")
-        fields.append("final_text")
-        move(OperationState.REFUSED, f"REFUSAL: the model declined ({parsed.raw_reason})")
-    elif outcome is Outcome.TRUNCATED:
-        move(OperationState.INCOMPLETE, f"TRUNCATED: the reply was cut off ({parsed.raw_reason})")
+    if outcome in _FINAL:
+        state, reason = _FINAL[outcome]
+        if outcome is not Outcome.TRUNCATED:
+            operation.final_text = storable(parsed.text or "")
+            step.change(operation, "final_text")
+        move(state, reason.format(parsed.raw_reason))
     elif outcome is Outcome.MALFORMED:
         problem = parsed.error_message or "a reply with neither usable text nor a tool call"
         move(OperationState.FAILED, f"MALFORMED_REPLY: {problem} ({parsed.raw_reason})")
     elif outcome is Outcome.PAUSED:
-        operation.conversation = _continued(operation, parsed)
-        fields.append("conversation")
+        _continue(step, parsed)
         move(OperationState.MODEL_REQUESTED)
-        enqueue_turn(operation_pk=operation.pk)
+        enqueue_turn(step, operation_pk=operation.pk)
     elif outcome is Outcome.API_FAILURE:
-        _api_failure(operation, parsed, move, fields)
+        _api_failure(step, parsed, move)
     else:
-        _proposals(operation, turn, parsed, move, fields)
+        _proposals(step, turn, parsed, move)
 
 
-def _continued(operation: Operation, parsed: ParsedReply) -> list[Any]:
+Move = Callable[..., None]
+
+
+def _move(
+    step: Step, details: Mapping[str, Any], to_state: str, reason: str = "", **extra: Any
+) -> None:
+    operation_transition(
+        step, to_state=to_state, actor=ENGINE, reason=reason, details={**details, **extra}
+    )
+
+
+def _continue(step: Step, parsed: ParsedReply) -> None:
+    """Append the reply to the conversation."""
+    operation = step.operation
     adapter = get_adapter(operation.family)
-    return storable(adapter.append_reply(conversation=operation.conversation, reply=parsed))
+    conversation = adapter.append_reply(conversation=operation.conversation, reply=parsed)
+    operation.conversation = storable(conversation)
+    step.change(operation, "conversation")
 
 
-def _api_failure(operation: Operation, parsed: ParsedReply, move: Any, fields: list[str]) -> None:
+def _api_failure(step: Step, parsed: ParsedReply, move: Move) -> None:
+    operation = step.operation
     message = f"API_FAILURE {parsed.raw_reason}: {parsed.error_message or ''}".strip()
     wait = parsed.retry_after_s
     if wait is not None and wait > settings.CALLGATE_RETRY_AFTER_MAX_S:
@@ -368,12 +383,11 @@ def _api_failure(operation: Operation, parsed: ParsedReply, move: Any, fields: l
         move(OperationState.FAILED, message + spent)
         return
     operation.retry_count += 1
-    fields.append("retry_count")
     delay_s = retry_delay_s(attempt=operation.retry_count, retry_after_s=parsed.retry_after_s)
     operation.wake_at = timezone.now() + timedelta(seconds=delay_s)
-    fields.append("wake_at")
+    step.change(operation, "retry_count", "wake_at")
     move(OperationState.MODEL_REQUESTED, retry=operation.retry_count, delay_s=delay_s)
-    enqueue_turn(operation_pk=operation.pk, countdown_s=delay_s)
+    enqueue_turn(step, operation_pk=operation.pk, countdown_s=delay_s)
 
 
 def retry_delay_s(*, attempt: int, retry_after_s: float | None) -> float:
@@ -387,18 +401,15 @@ def retry_delay_s(*, attempt: int, retry_after_s: float | None) -> float:
     return capped * random.uniform(0.75, 1.0)
 
 
-def _proposals(
-    operation: Operation, turn: ModelTurn, parsed: ParsedReply, move: Any, fields: list[str]
-) -> None:
+def _proposals(step: Step, turn: ModelTurn, parsed: ParsedReply, move: Move) -> None:
     call_ids = [call.call_id for call in parsed.calls]
     if len(set(call_ids)) != len(call_ids):
         # Results are matched to calls by ID; a reply that repeats an ID cannot be answered
         # unambiguously, so nothing in it may run.
         move(OperationState.FAILED, "MALFORMED_REPLY: the reply repeats a call ID")
         return
-    operation.conversation = _continued(operation, parsed)
-    fields.append("conversation")
-    # VALIDATING lasts only as long as this transaction: the row is saved once, in the state
-    # dispatch settles the call set in.
-    unsaved = move(OperationState.VALIDATING, calls=len(parsed.calls), save=False)
-    call_set_dispatch(operation=operation, turn=turn, calls=parsed.calls, unsaved_fields=unsaved)
+    _continue(step, parsed)
+    # VALIDATING lasts only as long as this transaction: the row is saved once, at the end of
+    # the step, in the state dispatch settles the call set in.
+    move(OperationState.VALIDATING, calls=len(parsed.calls))
+    call_set_dispatch(step, turn=turn, calls=parsed.calls)

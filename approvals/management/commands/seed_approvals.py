@@ -25,12 +25,13 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.binding import canonical_json
 from toolcalls.guards import budgets_for
 from toolcalls.ids import new_approval_id, new_call_id, new_operation_id
 from toolcalls.models import ModelTurn, Operation, Tenant, ToolCall
-from toolcalls.states import ApprovalState, CallState, OperationState
+from toolcalls.states import CallState, OperationState
 
 FAMILY = "openai_responses"
 MODEL = "gpt-5.1-seeded"

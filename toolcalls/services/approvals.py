@@ -1,0 +1,220 @@
+"""The engine's side of human decisions: park a call, apply a decision, expire, resume.
+
+Every call transition a decision causes happens here. The approvals app keeps the approval
+record; the engine reaches it only through the :class:`ApprovalDesk` that app registers at
+start-up (``open`` a request for a parked call; read back the ``terms`` that were approved),
+so the engine imports nothing of it and the app calls the engine once per decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any, Protocol
+
+from toolcalls import registry
+from toolcalls.actors import ENGINE, Actor
+from toolcalls.envelopes import ErrorCode, error
+from toolcalls.errors import CallgateError
+from toolcalls.models import Operation, ToolCall
+from toolcalls.registry import ToolError, ToolSpec
+from toolcalls.services.enqueue import enqueue_resume
+from toolcalls.services.execution import call_execute
+from toolcalls.services.results import call_finish, tool_context
+from toolcalls.services.transitions import call_transition
+from toolcalls.services.unit import Step
+from toolcalls.services.validation import arguments_normalize, call_check
+from toolcalls.states import CallState
+
+
+class ApprovalError(CallgateError):
+    """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
+    ``already_decided``, ``superseded``, ``expired``, ``reason_required`` or ``invalid_edit``."""
+
+
+@dataclass(frozen=True)
+class ApprovalTerms:
+    """What a human approved, as the approval record holds it now (read under its lock).
+
+    ``approved``: the record is APPROVED with a decision time; times are aware datetimes.
+    """
+
+    approved: bool
+    decided_at: datetime | None
+    expires_at: datetime
+    arguments_sha256: str
+    schema_version: str
+    policy_revision: str
+
+
+class ApprovalDesk(Protocol):
+    """The approvals app, as the engine sees it (registered by its ``AppConfig.ready``)."""
+
+    def open(
+        self, step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
+    ) -> None:
+        """Record a request for a human decision on ``call``, which just became
+        WAITING_APPROVAL, inside ``step`` (operation and call locked)."""
+
+    def terms(self, call: ToolCall) -> ApprovalTerms:
+        """Lock the approval of ``call`` and return what it says now."""
+
+
+_desks: list[ApprovalDesk] = []
+
+
+def approval_desk_register(desk: ApprovalDesk) -> None:
+    """Register the app that records approvals (one per process)."""
+    _desks[:] = [desk]
+
+
+def _desk() -> ApprovalDesk:
+    assert _desks, "the approvals app registers its desk at start-up"
+    return _desks[0]
+
+
+@dataclass(frozen=True)
+class ArgumentsEdit:
+    """An operator's replacement arguments after the validation chain: ``value`` (canonical
+    form decoded), ``canonical`` text, ``sha256``, the tool's ``spec`` and the policy's reason
+    for approval of the new arguments (``None``: they would need none)."""
+
+    value: dict[str, Any]
+    canonical: str
+    sha256: str
+    spec: ToolSpec
+    approval_reason: str | None
+
+
+def call_park(
+    step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
+) -> None:
+    """Park ``call`` for a human (WAITING_APPROVAL) and have an approval opened for it."""
+    details = {"reason": reason}
+    call_transition(step, call, to_state=CallState.WAITING_APPROVAL, actor=ENGINE, details=details)
+    _desk().open(step, call, spec=spec, canonical_arguments=canonical_arguments, reason=reason)
+
+
+def arguments_edit_check(
+    *, operation: Operation, call: ToolCall, arguments: Any, policy_revision: str
+) -> ArgumentsEdit:
+    """Run the validation chain on an operator's replacement ``arguments`` for ``call``.
+
+    Raises :class:`ApprovalError` (``invalid_edit``) when the chain rejects them or the tool's
+    approval policy is no longer ``policy_revision`` (the request must be asked again)."""
+    normalized = arguments_normalize(
+        arguments=arguments if isinstance(arguments, Mapping) else None,
+        arguments_error=not isinstance(arguments, Mapping),
+        raw_arguments=None,
+    )
+    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
+    if verdict.rejected:
+        raise ApprovalError("invalid_edit", verdict.error_message)
+    assert verdict.spec is not None and normalized.value is not None
+    if verdict.spec.approval.revision != policy_revision:
+        raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
+    return ArgumentsEdit(
+        normalized.value,
+        normalized.canonical,
+        normalized.sha256,
+        verdict.spec,
+        verdict.approval_reason,
+    )
+
+
+def arguments_edit_precondition(*, operation: Operation, call: ToolCall, arguments: Any) -> None:
+    """Before any lock: an edit that validates but that the tool's precondition already refuses
+    (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
+    than an approval used up on a call that fails at resume. The precondition may ask another
+    system, so it runs outside the decision's transaction; resume checks it again."""
+    spec = registry.get(call.tool_name)
+    if spec is None or spec.precondition is None or not isinstance(arguments, Mapping):
+        return
+    normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
+    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
+    if verdict.rejected or normalized.value is None:
+        return  # refused with its own message inside the transaction
+    try:
+        spec.precondition(tool_context(operation, call), normalized.value)
+    except ToolError as exc:
+        raise ApprovalError("invalid_edit", exc.message) from None
+
+
+def call_decide(
+    step: Step,
+    call: ToolCall,
+    *,
+    approve: bool,
+    actor: Actor,
+    approval_ref: str,
+    reason: str = "",
+    edit: ArgumentsEdit | None = None,
+) -> None:
+    """Apply a human decision to the parked ``call``: approve (with ``edit``'s arguments, when
+    given; the call is resumed after commit) or deny (the model hears ``reason``)."""
+    if not approve:
+        message = f"An operator denied this call; it did not run. Reason: {reason.strip()}"
+        result = error(ErrorCode.DENIED, message)
+        call_finish(step, call, to_state=CallState.DENIED, model_result=result, actor=actor)
+        return
+    if edit is not None:
+        call.arguments = edit.value
+        call.arguments_sha256 = edit.sha256
+        call.arguments_edited = True
+        step.change(call, "arguments", "arguments_sha256", "arguments_edited")
+    call_transition(step, call, to_state=CallState.APPROVED, actor=actor, approval_ref=approval_ref)
+    enqueue_resume(step, call_pk=call.pk)
+
+
+def call_expire(step: Step, call: ToolCall, *, actor: Actor) -> None:
+    """Nobody decided in time: the parked ``call`` ends EXPIRED and the model is told."""
+    message = "Nobody approved this call in time; it did not run."
+    result = error(ErrorCode.APPROVAL_EXPIRED, message)
+    call_finish(step, call, to_state=CallState.EXPIRED, model_result=result, actor=actor)
+
+
+def call_resume(*, call_pk: int) -> None:
+    """Revalidate an approved call against current context, then execute it.
+
+    The tool's business precondition runs first, outside any lock (it may ask another system);
+    then, under the claim's locks, the approval must still be APPROVED, decided before expiry,
+    with unchanged argument digest, schema version and policy revision, and the call must pass
+    the validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
+    chain's own code) and nothing runs.
+    """
+    call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
+    problem = None
+    spec = registry.get(call.tool_name)
+    if spec and spec.precondition and call.state == CallState.APPROVED:
+        try:
+            spec.precondition(tool_context(call.operation, call), call.arguments or {})
+        except ToolError as exc:
+            problem = (exc.code, exc.message)
+    call_execute(call_pk=call_pk, precheck=partial(_still_approved, problem=problem))
+
+
+def _still_approved(
+    operation: Operation, call: ToolCall, *, problem: tuple[str, str] | None
+) -> tuple[str, str] | None:
+    terms = _desk().terms(call)
+    stale = ErrorCode.APPROVAL_STALE
+    if not terms.approved or terms.decided_at is None:
+        return stale, "The approval for this call is no longer valid; it did not run."
+    if terms.decided_at >= terms.expires_at:
+        return ErrorCode.APPROVAL_EXPIRED, "The approval came after its expiry; it did not run."
+    arguments = arguments_normalize(
+        arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
+    )
+    verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=arguments)
+    if verdict.rejected:
+        return verdict.error_code, verdict.error_message
+    assert verdict.spec is not None
+    if arguments.sha256 != terms.arguments_sha256:
+        return stale, "The arguments changed after approval was requested; it did not run."
+    if verdict.spec.schema_version != terms.schema_version:
+        return stale, "The tool's schema changed after approval was requested; it did not run."
+    if verdict.spec.approval.revision != terms.policy_revision:
+        return stale, "The approval policy changed after approval was requested; it did not run."
+    return problem

@@ -1,0 +1,182 @@
+"""One unit of work per step of the loop: lock → change → audit → save once → wake-ups.
+
+A :class:`Step` holds the rows a step locked (the operation first, then its calls by primary
+key; an app with a row of its own, an approval, locks it after that), collects which fields of
+which rows changed and the audit events written, and at the end saves each changed row once
+(the union of its changed fields), inserts the events in one statement and registers the
+wake-ups to send after commit. Nothing else in ``toolcalls.services`` calls ``save()`` on a row
+a step holds.
+
+Leases (a token and an expiry on an operation or a call) fence a worker's claim: they are taken,
+checked and cleared here only.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Unpack
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q, Subquery
+from django.utils import timezone
+
+from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.services.audit import EventFields, audit_event, audit_insert
+
+Leased = Operation | ToolCall
+
+
+class Step:
+    """The rows one transaction holds and what it changed in them.
+
+    ``operation`` is locked; ``call`` is the call the step is about when there is one (locked
+    too). Create it through :func:`operation_step` or :func:`call_step`.
+    """
+
+    def __init__(self, operation: Operation, calls: Sequence[ToolCall] = ()) -> None:
+        self.operation = operation
+        self.call: ToolCall | None = calls[0] if calls else None
+        self._held: dict[int, ToolCall] = {call.pk: call for call in calls}
+        self._sets: dict[int, list[ToolCall]] = {}
+        self._changed: dict[int, tuple[models.Model, set[str]]] = {}
+        self.events: list[AuditEvent] = []
+        self._wakeups: list[Callable[[], None]] = []
+
+    def change(self, row: models.Model, *fields: str) -> None:
+        """Note that ``fields`` of ``row`` changed; the row is saved once, at the end."""
+        entry = self._changed.setdefault(id(row), (row, set()))
+        entry[1].update(fields)
+
+    def audit(self, **fields: Unpack[EventFields]) -> None:
+        """Append an event to the operation's chain (inserted with the step's other events)."""
+        self.events.append(audit_event(self.operation, **fields))
+        self.change(self.operation, "audit_seq", "audit_head")
+
+    def wake(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (a wake-up for a worker) after the transaction commits."""
+        self._wakeups.append(action)
+
+    def hold(self, turn_id: int, calls: list[ToolCall]) -> None:
+        """Keep ``calls`` (just created) as the current rows of the set of turn ``turn_id``."""
+        self._held.update({call.pk: call for call in calls})
+        self._sets[turn_id] = calls
+
+    def call_set(self, turn_id: int) -> list[ToolCall]:
+        """The calls of the set of turn ``turn_id``, read once per step; a row this step holds
+        stands in for its stored copy, so the set always shows this step's changes."""
+        if turn_id not in self._sets:
+            rows = ToolCall.objects.filter(turn_id=turn_id)
+            self._sets[turn_id] = [self._held.get(row.pk, row) for row in rows]
+        return self._sets[turn_id]
+
+    def flush(self) -> None:
+        """Write what the step changed: events (one insert), then each changed row once; rows
+        of one model with the same changed fields go in one UPDATE."""
+        audit_insert(self.operation, self.events)
+        self.events = []
+        groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
+        for row, fields in self._changed.values():
+            if fields:
+                groups.setdefault((type(row), frozenset(fields)), []).append(row)
+        for (model, names), rows in groups.items():
+            _save(model, sorted(names | _TOUCHED.get(model, set())), rows)
+        self._changed.clear()
+        for action in self._wakeups:
+            # robust: a broker that refuses a wake-up leaves the committed work to recovery.
+            transaction.on_commit(action, robust=True)
+        self._wakeups.clear()
+
+
+#: Fields saved with every change of a row of the model (``auto_now``).
+_TOUCHED: dict[type[models.Model], set[str]] = {
+    Operation: {"updated_at"},
+    ToolCall: {"updated_at"},
+}
+
+
+def _save(model: type[models.Model], fields: list[str], rows: list[models.Model]) -> None:
+    if len(rows) == 1:
+        rows[0].save(update_fields=fields)
+        return
+    if "updated_at" in fields:
+        now = timezone.now()  # ``bulk_update`` does not apply ``auto_now``
+        for row in rows:
+            row.updated_at = now  # type: ignore[attr-defined]
+    model._default_manager.bulk_update(rows, fields)
+
+
+@contextmanager
+def operation_step(
+    operation_pk: int, *, where: Q | None = None, related: Sequence[str] = ("tenant",)
+) -> Iterator[Step | None]:
+    """A durable transaction holding operation ``operation_pk`` locked (when it also matches
+    ``where``; else the step is ``None``), saved once at the end."""
+    with transaction.atomic(durable=True):
+        rows = Operation.objects.select_for_update(of=("self",)).select_related(*related)
+        operation = rows.filter(where or Q(), pk=operation_pk).first()
+        step = Step(operation) if operation is not None else None
+        yield step
+        if step is not None:
+            step.flush()
+
+
+@contextmanager
+def call_step(call_pk: int) -> Iterator[Step]:
+    """A durable transaction holding call ``call_pk`` and its operation locked (operation first,
+    as every step locks), with the operation's tenant and the call's turn loaded; saved once at
+    the end. Raises ``ToolCall.DoesNotExist`` for an unknown ``call_pk``.
+
+    Only those two rows are locked: the tenant and the turn are read, never written, and locking
+    the tenant would serialise every operation of the tenant. The turn's request and reply (the
+    whole conversation) are not read.
+    """
+    with transaction.atomic(durable=True):
+        owner = ToolCall.objects.filter(pk=call_pk).values("operation_id")
+        operation = (
+            Operation.objects.select_for_update(of=("self",))
+            .select_related("tenant")
+            .get(pk=Subquery(owner))
+        )
+        call = (
+            ToolCall.objects.select_for_update(of=("self",))
+            .select_related("turn")
+            .defer("turn__request_body", "turn__reply")
+            .get(pk=call_pk)
+        )
+        step = Step(operation, [call])
+        yield step
+        step.flush()
+
+
+def lease_free() -> Q:
+    """Rows no worker holds: no lease, or one that expired (application clock)."""
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=timezone.now())
+
+
+def lease_take(step: Step, row: Leased) -> str:
+    """Give ``row`` a new lease token, valid ``CALLGATE_LEASE_MS``; returns the token."""
+    row.lease_token = secrets.token_hex(16)
+    row.lease_expires_at = timezone.now() + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
+    step.change(row, "lease_token", "lease_expires_at")
+    return row.lease_token
+
+
+def lease_held(row: Leased, token: str) -> bool:
+    """Whether the worker holding ``token`` still holds ``row``."""
+    return bool(token) and row.lease_token == token
+
+
+def lease_expired(row: Leased, now: datetime) -> bool:
+    """Whether ``row``'s lease ran out before ``now`` (its worker stopped answering)."""
+    return row.lease_expires_at is not None and row.lease_expires_at < now
+
+
+def lease_clear(step: Step, row: Leased) -> None:
+    """End ``row``'s lease: a worker that held it can no longer record anything."""
+    if row.lease_token or row.lease_expires_at:
+        row.lease_token, row.lease_expires_at = "", None
+        step.change(row, "lease_token", "lease_expires_at")
