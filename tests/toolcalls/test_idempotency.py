@@ -1,0 +1,131 @@
+"""At most one effect per business intent: what a call finds when it reserves its key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
+from toolcalls import registry
+from toolcalls.binding import digest
+from toolcalls.envelopes import ok
+from toolcalls.guards import budgets_for
+from toolcalls.models import IdempotencyRecord, ToolCall
+from toolcalls.registry import ToolSpec
+from toolcalls.services.idempotency import key_reserve, key_settle
+from toolcalls.services.unit import call_step
+from toolcalls.states import CallState, OperationState
+
+pytestmark = pytest.mark.django_db
+Capture = Callable[..., Any]
+KEY = "refund:cus_1001:ORD-1001:100:RD-1"
+ARGUMENTS = {"order_id": "ORD-1001", "draft_id": "RD-1", "amount_cents": 100}
+
+
+def _spec() -> ToolSpec:
+    spec = registry.get("submit_refund")
+    assert spec is not None
+    return spec
+
+
+def _call(**fields: Any) -> ToolCall:
+    operation = OperationFactory.create(state=OperationState.EXECUTING, budgets=budgets_for({}))
+    turn = ModelTurnFactory.create(operation=operation, index=0)
+    fields = {"tool_name": "submit_refund", "arguments": ARGUMENTS, **fields}
+    return ToolCallFactory.create(turn=turn, idempotency_key=KEY, **fields)
+
+
+def _reserve(call: ToolCall, arguments: dict[str, Any] = ARGUMENTS) -> bool:
+    with call_step(call.pk) as step:
+        assert step.call is not None
+        return key_reserve(step, step.call, spec=_spec(), arguments=arguments)
+
+
+def _holder(state: str, record_state: str, model_result: Any = None) -> ToolCall:
+    holder = _call(state=state)
+    IdempotencyRecord.objects.create(
+        tenant=holder.operation.tenant,
+        tool_name="submit_refund",
+        key=KEY,
+        request_sha256=_intent(),
+        call=holder,
+        state=record_state,
+        model_result=model_result,
+    )
+    return holder
+
+
+def _intent() -> str:
+    return digest({"tool": "submit_refund", "arguments": ARGUMENTS})
+
+
+def _sibling(holder: ToolCall) -> ToolCall:
+    turn = ModelTurnFactory.create(operation=holder.operation, index=1)
+    return ToolCallFactory.create(
+        turn=turn, tool_name="submit_refund", arguments=ARGUMENTS, idempotency_key=KEY
+    )
+
+
+def test_a_new_key_is_reserved_and_the_call_may_run() -> None:
+    call = _call()
+    assert _reserve(call) is True
+    record = IdempotencyRecord.objects.get()
+    assert (record.call_id, record.state) == (call.pk, IdempotencyRecord.State.IN_FLIGHT)
+    assert _reserve(call) is True  # its own retry holds it already
+
+
+def test_the_same_intent_done_before_is_answered_from_the_record() -> None:
+    holder = _holder(CallState.SUCCEEDED, IdempotencyRecord.State.DONE, ok({"refund": "RF-1"}))
+    call = _sibling(holder)
+    assert _reserve(call) is False
+    call.refresh_from_db()
+    assert call.state == CallState.SUPPRESSED and call.model_result is not None
+    assert call.model_result["data"] == {"refund": "RF-1"}
+
+
+def test_a_key_reused_for_another_request_is_refused() -> None:
+    holder = _holder(CallState.SUCCEEDED, IdempotencyRecord.State.DONE, ok({}))
+    call = _sibling(holder)
+    assert _reserve(call, {**ARGUMENTS, "amount_cents": 200}) is False
+    call.refresh_from_db()
+    assert call.state == CallState.REJECTED and call.error_code == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_a_call_whose_twin_is_running_waits_and_is_woken_again(
+    django_capture_on_commit_callbacks: Capture,
+) -> None:
+    holder = _holder(CallState.EXECUTING, IdempotencyRecord.State.IN_FLIGHT)
+    call = _sibling(holder)
+    with django_capture_on_commit_callbacks() as wakeups:
+        assert _reserve(call) is False
+    call.refresh_from_db()
+    assert (call.state, call.key_waits) == (CallState.PROPOSED, 1)
+    assert call.events.get().kind == "call.key_in_flight"
+    assert len(wakeups) == 1
+
+
+def test_a_call_whose_twin_has_an_unknown_outcome_does_nothing() -> None:
+    holder = _holder(CallState.UNKNOWN_OUTCOME, IdempotencyRecord.State.IN_FLIGHT)
+    call = _sibling(holder)
+    assert _reserve(call) is False
+    call.refresh_from_db()
+    assert call.error_code == "IDEMPOTENCY_KEY_IN_FLIGHT"
+
+
+@pytest.mark.parametrize(
+    ("applied", "left"),
+    [
+        (True, [IdempotencyRecord.State.DONE]),
+        (False, []),
+        (None, [IdempotencyRecord.State.IN_FLIGHT]),
+    ],
+)
+def test_settling_a_key_stores_releases_or_keeps_it(applied: bool | None, left: list[str]) -> None:
+    call = _call(state=CallState.SUCCEEDED, model_result=ok({"refund": "RF-1"}))
+    assert _reserve(call) is True
+    with call_step(call.pk) as step:
+        assert step.call is not None
+        key_settle(step, step.call, applied=applied)
+    assert list(IdempotencyRecord.objects.values_list("state", flat=True)) == left

@@ -1,0 +1,164 @@
+"""The unit of work: locks in a fixed order, each changed row saved once, events in one insert
+(the chain still verifies), wake-ups only after commit; leases in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.factories import OperationFactory, ToolCallFactory
+from toolcalls.actors import Actor
+from toolcalls.models import Operation, ToolCall
+from toolcalls.services.audit_verify import audit_chain_verify
+from toolcalls.services.unit import (
+    Step,
+    call_step,
+    lease_clear,
+    lease_expired,
+    lease_free,
+    lease_held,
+    lease_take,
+    operation_step,
+)
+from toolcalls.states import AuditKind
+
+pytestmark = pytest.mark.django_db
+TEST = Actor.system("test")
+
+
+def _statements(captured: CaptureQueriesContext, verb: str, table: str) -> list[str]:
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith(verb) and table in q["sql"]
+    ]
+
+
+def test_a_row_changed_twice_is_saved_once_with_the_union_of_its_fields() -> None:
+    operation = OperationFactory.create()
+    with operation_step(operation.pk) as step:
+        assert step is not None
+        step.operation.final_text = "done"
+        step.change(step.operation, "final_text")
+        step.operation.no_progress_turns = 2
+        step.change(step.operation, "no_progress_turns", "final_text")
+        with CaptureQueriesContext(connection) as captured:
+            step.flush()
+    [update] = _statements(captured, "UPDATE", "toolcalls_operation")
+    assert '"final_text"' in update and '"no_progress_turns"' in update
+    assert '"state"' not in update  # only what changed, and ``updated_at``
+    operation.refresh_from_db()
+    assert (operation.final_text, operation.no_progress_turns) == ("done", 2)
+
+
+def test_rows_of_one_model_with_the_same_changes_share_one_update() -> None:
+    first = ToolCallFactory.create()
+    second = ToolCallFactory.create(turn=first.turn, position=1)
+    now = timezone.now()
+    with operation_step(first.operation_id) as step:
+        assert step is not None
+        for call in step.call_set(first.turn_id):
+            call.queued_at = now
+            step.change(call, "queued_at")
+        with CaptureQueriesContext(connection) as captured:
+            step.flush()
+    assert len(_statements(captured, "UPDATE", "toolcalls_toolcall")) == 1
+    assert set(ToolCall.objects.values_list("queued_at", flat=True)) == {now}
+    second.refresh_from_db()
+    assert second.updated_at >= now
+
+
+def test_events_go_in_one_insert_and_the_chain_verifies() -> None:
+    operation = OperationFactory.create()
+    with operation_step(operation.pk) as step:
+        assert step is not None
+        for turn in range(3):
+            step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST, details={"turn": turn})
+        with CaptureQueriesContext(connection) as captured:
+            step.flush()
+    assert len(_statements(captured, "INSERT", "toolcalls_auditevent")) == 1
+    operation.refresh_from_db()
+    events = list(operation.events.order_by("seq"))
+    assert [e.seq for e in events] == [1, 2, 3]
+    assert [e.actor for e in events] == ["system:test"] * 3
+    assert operation.audit_seq == 3 and operation.audit_head == events[-1].hash
+    assert audit_chain_verify(operation_public_id=operation.public_id) == []
+
+
+def test_wake_ups_run_after_commit_and_never_after_a_rollback(
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    operation = OperationFactory.create()
+    woken: list[str] = []
+    with django_capture_on_commit_callbacks(execute=True), operation_step(operation.pk) as step:
+        assert step is not None
+        step.wake(lambda: woken.append("after commit"))
+        assert woken == []
+    assert woken == ["after commit"]
+    with (
+        pytest.raises(RuntimeError),
+        django_capture_on_commit_callbacks(execute=True),
+        operation_step(operation.pk) as step,
+    ):
+        assert step is not None
+        step.wake(lambda: woken.append("rolled back"))
+        raise RuntimeError("the step fails")
+    assert woken == ["after commit"]
+
+
+def test_call_step_locks_the_operation_before_the_call() -> None:
+    call = ToolCallFactory.create()
+    with CaptureQueriesContext(connection) as captured, call_step(call.pk) as step:
+        assert step.call is not None and step.call.pk == call.pk
+        assert step.operation.pk == call.operation_id
+    locks = [q["sql"] for q in captured.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert [("toolcalls_operation" in sql.split(" WHERE ")[0]) for sql in locks] == [True, False]
+    assert "toolcalls_toolcall" in locks[1]
+
+
+def test_a_held_call_stands_in_for_its_stored_row_in_the_set() -> None:
+    call = ToolCallFactory.create(state="EXECUTING")
+    ToolCallFactory.create(turn=call.turn, position=1)
+    with call_step(call.pk) as step:
+        held = step.call
+        assert held is not None
+        held.state = "SUCCEEDED"  # not saved yet
+        rows = step.call_set(call.turn_id)
+        assert held in rows and len(rows) == 2
+        assert step.call_set(call.turn_id) is rows  # read once per step
+
+
+def test_operation_step_is_none_when_the_row_does_not_match() -> None:
+    operation = OperationFactory.create(state="COMPLETED")
+    with operation_step(operation.pk, where=Q(state="PENDING")) as step:
+        assert step is None
+
+
+def test_a_lease_is_taken_checked_and_cleared_in_one_place() -> None:
+    operation = OperationFactory.create()
+    with transaction.atomic():
+        step = Step(Operation.objects.select_for_update().get(pk=operation.pk))
+        token = lease_take(step, step.operation)
+        assert lease_held(step.operation, token) and not lease_held(step.operation, "other")
+        assert not lease_held(step.operation, "")
+        step.flush()
+    assert not Operation.objects.filter(lease_free(), pk=operation.pk).exists()
+    operation.refresh_from_db()
+    assert operation.lease_token == token
+    assert operation.lease_expires_at is not None
+    later = operation.lease_expires_at + timedelta(seconds=1)
+    assert lease_expired(operation, later) and not lease_expired(operation, timezone.now())
+    with transaction.atomic():
+        step = Step(Operation.objects.select_for_update().get(pk=operation.pk))
+        lease_clear(step, step.operation)
+        step.flush()
+    operation.refresh_from_db()
+    assert (operation.lease_token, operation.lease_expires_at) == ("", None)
+    assert Operation.objects.filter(lease_free(), pk=operation.pk).exists()
