@@ -112,7 +112,7 @@ def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError 
     decider rules, for the console, the API and :func:`approval_decide`. Reads
     ``approval.operation`` (select it with the approval)."""
     if not user.has_perm(DECIDE_PERMISSION):
-        return ApprovalError("not_permitted", "You can read approvals but may not decide them.")
+        return ApprovalError("not_permitted", "You can read approvals but not decide them.")
     if not Tenant.members.through.objects.filter(
         tenant_id=approval.tenant_id, user_id=user.pk
     ).exists():
@@ -207,7 +207,6 @@ def _decide(
     arguments: Any,
 ) -> None:
     call = step.call
-    assert call is not None
     edit = None
     if approve and arguments is not None:
         edit = _edit(step, approval, actor, who, arguments)
@@ -232,7 +231,6 @@ def _edit(
     """Check an operator's replacement arguments and record them on the approval; ``None``
     when they are the arguments already approved for."""
     call = step.call
-    assert call is not None
     edit = arguments_edit_check(
         operation=step.operation,
         call=call,
@@ -287,7 +285,6 @@ def _record(
 ) -> None:
     """Record the decision on the approval."""
     call = step.call
-    assert call is not None
     approval.decided_by_id = actor.pk
     approval.decided_at = approval.db_now  # type: ignore[attr-defined]
     approval.decision_reason = reason.strip()
@@ -319,7 +316,6 @@ def _transition(
 
 def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
     call = step.call
-    assert call is not None
     approval.decided_at = approval.db_now  # type: ignore[attr-defined]
     step.change(approval, "decided_at")
     details = {"call_id": call.call_id, "expires_at": approval.expires_at.isoformat()}

@@ -55,7 +55,6 @@ def test_parking_a_call_opens_its_approval_through_the_registered_desk() -> None
     spec = registry.get("submit_refund")
     assert spec is not None
     with call_step(call.pk) as step:
-        assert step.call is not None
         call_park(step, step.call, spec=spec, canonical_arguments="{}", reason="large")
     approval = ApprovalRequest.objects.get(call=call)
     assert (approval.reason, approval.policy_revision) == ("large", spec.approval.revision)
@@ -99,7 +98,6 @@ def test_an_approval_with_an_edit_replaces_the_arguments_and_resumes_after_commi
     call = _call()
     edit = _smaller(call)
     with django_capture_on_commit_callbacks() as wakeups, call_step(call.pk) as step:
-        assert step.call is not None
         call_decide(step, step.call, approve=True, actor=OPERATOR, approval_ref="apr_x", edit=edit)
     call.refresh_from_db()
     assert call.state == CallState.APPROVED and call.arguments_edited
@@ -111,7 +109,6 @@ def test_an_approval_with_an_edit_replaces_the_arguments_and_resumes_after_commi
 def test_a_denial_tells_the_model_why_and_settles_the_set() -> None:
     call = _call()
     with call_step(call.pk) as step:
-        assert step.call is not None
         call_decide(step, step.call, approve=False, actor=OPERATOR, approval_ref="", reason="no")
     call.refresh_from_db()
     call.operation.refresh_from_db()
@@ -123,7 +120,6 @@ def test_a_denial_tells_the_model_why_and_settles_the_set() -> None:
 def test_an_expired_approval_ends_the_call_expired() -> None:
     call = _call()
     with call_step(call.pk) as step:
-        assert step.call is not None
         call_expire(step, step.call, actor=OPERATOR)
     call.refresh_from_db()
     assert (call.state, call.error_code) == (CallState.EXPIRED, "APPROVAL_EXPIRED")

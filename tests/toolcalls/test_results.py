@@ -40,7 +40,6 @@ def _set(*states: str, operation_state: str = OperationState.EXECUTING) -> list[
 
 def _finish(call: ToolCall, data: Any = None) -> None:
     with call_step(call.pk) as step:
-        assert step.call is not None
         result = ok(data or {"order": "ORD-1001"})
         call_finish(step, step.call, to_state=CallState.SUCCEEDED, model_result=result, actor=TEST)
 

@@ -116,7 +116,7 @@ def test_wake_ups_run_after_commit_and_never_after_a_rollback(
 def test_call_step_locks_the_operation_before_the_call() -> None:
     call = ToolCallFactory.create()
     with CaptureQueriesContext(connection) as captured, call_step(call.pk) as step:
-        assert step.call is not None and step.call.pk == call.pk
+        assert step.call.pk == call.pk
         assert step.operation.pk == call.operation_id
     locks = [q["sql"] for q in captured.captured_queries if "FOR UPDATE" in q["sql"]]
     assert [("toolcalls_operation" in sql.split(" WHERE ")[0]) for sql in locks] == [True, False]
@@ -128,7 +128,6 @@ def test_a_held_call_stands_in_for_its_stored_row_in_the_set() -> None:
     ToolCallFactory.create(turn=call.turn, position=1)
     with call_step(call.pk) as step:
         held = step.call
-        assert held is not None
         held.state = "SUCCEEDED"  # not saved yet
         rows = step.call_set(call.turn_id)
         assert held in rows and len(rows) == 2

@@ -78,7 +78,7 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
 
 def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
     with call_step(call_pk) as step:
-        operation, call = step.operation, _held(step)
+        operation, call = step.operation, step.call
         if operation.state in OPERATION_TERMINAL:
             return None
         if call.state not in (CallState.PROPOSED, CallState.APPROVED):
@@ -97,11 +97,6 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
             if not key_reserve(step, call, spec=spec, arguments=arguments):
                 return None
         return _start(step, call, spec, arguments)
-
-
-def _held(step: Step) -> ToolCall:
-    assert step.call is not None
-    return step.call
 
 
 def _start(step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any]) -> Claim:
@@ -148,7 +143,7 @@ def _run(claim: Claim) -> HandlerOutcome:
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
     connections_check()
     with call_step(claim.call_pk) as step:
-        call = _held(step)
+        call = step.call
         if call.state != CallState.EXECUTING or not lease_held(call, claim.lease_token):
             step.audit(
                 kind=AuditKind.CALL_STALE_RESULT_REFUSED,
@@ -175,7 +170,7 @@ def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: st
     never "failed": its outcome is unknown and the reconciler asks, else a human decides. A
     read-only call runs again while ``CALLGATE_MAX_CALL_ATTEMPTS`` allows, then fails. The
     call's lease is cleared, so the lost run can no longer record anything."""
-    call = _held(step)
+    call = step.call
     lease_clear(step, call)
     details: dict[str, Any] = {"outcome": kind, "detail": detail}
     if spec is None or spec.has_side_effects:

@@ -34,7 +34,7 @@ def call_reconcile(*, call_pk: int) -> None:
     spec = registry.get(call.tool_name)
     answer, detail = _ask(spec, call)
     with call_step(call_pk) as step:
-        call = step.call or call
+        call = step.call
         if call.state != CallState.UNKNOWN_OUTCOME or spec is None:
             return
         if answer.applied:
@@ -95,7 +95,6 @@ def call_resolve(*, call_pk: int, actor: Actor, resolution: str, note: str = "")
         raise EscalationError("bad_resolution", f"resolution must be one of {list(RESOLUTIONS)}")
     with call_step(call_pk) as step:
         call = step.call
-        assert call is not None
         if call.state != CallState.UNKNOWN_OUTCOME:
             raise EscalationError("not_unknown", f"the call is {call.state}, not UNKNOWN_OUTCOME")
         call_finish(

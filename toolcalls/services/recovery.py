@@ -113,7 +113,6 @@ def _reap_call(call_pk: int) -> bool:
     now = timezone.now()
     with call_step(call_pk) as step:
         call = step.call
-        assert call is not None
         if call.state != CallState.EXECUTING or not lease_expired(call, now):
             return False
         step.audit(
@@ -134,7 +133,6 @@ def _reap_call(call_pk: int) -> bool:
 def _requeue_call(call_pk: int) -> bool:
     with call_step(call_pk) as step:
         call = step.call
-        assert call is not None
         if call.state == CallState.PROPOSED and call.queued_at:
             call.queued_at = timezone.now()
             enqueue_execute(step, call_pk=call.pk)

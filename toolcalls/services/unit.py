@@ -1,7 +1,7 @@
 """One unit of work per step of the loop: lock → change → audit → save once → wake-ups.
 
-A :class:`Step` holds the rows a step locked (the operation first, then its calls by primary
-key; an app with a row of its own, an approval, locks it after that), collects which fields of
+A :class:`Step` holds the rows a step locked (the operation first, then the call the step is
+about; an app with a row of its own, an approval, locks it after that), collects which fields of
 which rows changed and the audit events written, and at the end saves each changed row once
 (the union of its changed fields), inserts the events in one statement and registers the
 wake-ups to send after commit. Nothing else in ``toolcalls.services`` calls ``save()`` on a row
@@ -33,18 +33,23 @@ Leased = Operation | ToolCall
 class Step:
     """The rows one transaction holds and what it changed in them.
 
-    ``operation`` is locked; ``call`` is the call the step is about when there is one (locked
-    too). Create it through :func:`operation_step` or :func:`call_step`.
+    ``operation`` is locked; so is :attr:`call`, the call a :func:`call_step` is about.
     """
 
     def __init__(self, operation: Operation, calls: Sequence[ToolCall] = ()) -> None:
         self.operation = operation
-        self.call: ToolCall | None = calls[0] if calls else None
+        self._call: ToolCall | None = calls[0] if calls else None
         self._held: dict[int, ToolCall] = {call.pk: call for call in calls}
         self._sets: dict[int, list[ToolCall]] = {}
         self._changed: dict[int, tuple[models.Model, set[str]]] = {}
-        self.events: list[AuditEvent] = []
+        self._events: list[AuditEvent] = []
         self._wakeups: list[Callable[[], None]] = []
+
+    @property
+    def call(self) -> ToolCall:
+        """The call this step is about (the one :func:`call_step` locked)."""
+        assert self._call is not None, "an operation step is about no call"
+        return self._call
 
     def change(self, row: models.Model, *fields: str) -> None:
         """Note that ``fields`` of ``row`` changed; the row is saved once, at the end."""
@@ -53,7 +58,7 @@ class Step:
 
     def audit(self, **fields: Unpack[EventFields]) -> None:
         """Append an event to the operation's chain (inserted with the step's other events)."""
-        self.events.append(audit_event(self.operation, **fields))
+        self._events.append(audit_event(self.operation, **fields))
         self.change(self.operation, "audit_seq", "audit_head")
 
     def wake(self, action: Callable[[], None]) -> None:
@@ -76,8 +81,8 @@ class Step:
     def flush(self) -> None:
         """Write what the step changed: events (one insert), then each changed row once; rows
         of one model with the same changed fields go in one UPDATE."""
-        audit_insert(self.operation, self.events)
-        self.events = []
+        audit_insert(self.operation, self._events)
+        self._events = []
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
         for row, fields in self._changed.values():
             if fields:
