@@ -7,8 +7,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
 from toolcalls.demo.scenario import bundled_path
-from toolcalls.models import Operation, ReplayScript
+from toolcalls.guards import budgets_for
+from toolcalls.models import Operation, ReplayScript, ToolCall
 from toolcalls.services.operations import operation_start
 
 
@@ -49,3 +51,14 @@ def sent_outputs(operation: Operation, turn_index: int) -> list[str]:
     """Call IDs of the ``function_call_output`` items in the request that produced turn N."""
     body = operation.turns.get(index=turn_index).request_body
     return [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"]
+
+
+def call_set(*states: str, operation_state: str = "EXECUTING", **fields: Any) -> list[ToolCall]:
+    """The calls (in ``states``, by position) of the first turn of a new operation in
+    ``operation_state`` with the default budgets; ``fields`` apply to every call."""
+    operation = OperationFactory.create(state=operation_state, budgets=budgets_for({}))
+    turn = ModelTurnFactory.create(operation=operation, index=0)
+    return [
+        ToolCallFactory.create(turn=turn, position=n, state=state, **fields)
+        for n, state in enumerate(states)
+    ]

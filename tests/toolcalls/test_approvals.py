@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from approvals.models import ApprovalRequest
-from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
+from tests.engine import call_set
 from toolcalls import registry
 from toolcalls.actors import Actor
-from toolcalls.guards import budgets_for
 from toolcalls.models import ToolCall
 from toolcalls.services.approvals import (
     ApprovalError,
@@ -36,18 +35,15 @@ ENGINE = Path(__file__).resolve().parents[2] / "toolcalls"
 
 
 def _call(state: str = CallState.WAITING_APPROVAL) -> ToolCall:
-    operation = OperationFactory.create(
-        state=OperationState.WAITING_APPROVAL, budgets=budgets_for({})
-    )
-    turn = ModelTurnFactory.create(operation=operation, index=0)
     digest = arguments_normalize(arguments=REFUND, arguments_error=False, raw_arguments=None)
-    return ToolCallFactory.create(
-        turn=turn,
-        state=state,
+    [call] = call_set(
+        state,
+        operation_state=OperationState.WAITING_APPROVAL,
         tool_name="submit_refund",
         arguments=REFUND,
         arguments_sha256=digest.sha256,
     )
+    return call
 
 
 def test_parking_a_call_opens_its_approval_through_the_registered_desk() -> None:

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
+from tests.engine import call_set
+from tests.factories import ModelTurnFactory, ToolCallFactory
 from toolcalls import registry
 from toolcalls.binding import digest
 from toolcalls.envelopes import ok
-from toolcalls.guards import budgets_for
 from toolcalls.models import IdempotencyRecord, ToolCall
 from toolcalls.registry import ToolSpec
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.unit import call_step
-from toolcalls.states import CallState, OperationState
+from toolcalls.states import CallState
 
 pytestmark = pytest.mark.django_db
 Capture = Callable[..., Any]
@@ -30,11 +30,11 @@ def _spec() -> ToolSpec:
     return spec
 
 
-def _call(**fields: Any) -> ToolCall:
-    operation = OperationFactory.create(state=OperationState.EXECUTING, budgets=budgets_for({}))
-    turn = ModelTurnFactory.create(operation=operation, index=0)
-    fields = {"tool_name": "submit_refund", "arguments": ARGUMENTS, **fields}
-    return ToolCallFactory.create(turn=turn, idempotency_key=KEY, **fields)
+def _call(state: str = CallState.PROPOSED, **fields: Any) -> ToolCall:
+    [call] = call_set(
+        state, tool_name="submit_refund", arguments=ARGUMENTS, idempotency_key=KEY, **fields
+    )
+    return call
 
 
 def _reserve(call: ToolCall, arguments: dict[str, Any] = ARGUMENTS) -> bool:
@@ -43,7 +43,7 @@ def _reserve(call: ToolCall, arguments: dict[str, Any] = ARGUMENTS) -> bool:
 
 
 def _holder(state: str, record_state: str, model_result: Any = None) -> ToolCall:
-    holder = _call(state=state)
+    holder = _call(state)
     IdempotencyRecord.objects.create(
         tenant=holder.operation.tenant,
         tool_name="submit_refund",
@@ -122,7 +122,7 @@ def test_a_call_whose_twin_has_an_unknown_outcome_does_nothing() -> None:
     ],
 )
 def test_settling_a_key_stores_releases_or_keeps_it(applied: bool | None, left: list[str]) -> None:
-    call = _call(state=CallState.SUCCEEDED, model_result=ok({"refund": "RF-1"}))
+    call = _call(CallState.SUCCEEDED, model_result=ok({"refund": "RF-1"}))
     assert _reserve(call) is True
     with call_step(call.pk) as step:
         key_settle(step, step.call, applied=applied)

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
+from tests.engine import call_set
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.envelopes import ok
 from toolcalls.errors import CallgateError
-from toolcalls.guards import budgets_for
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolSpec
 from toolcalls.services.results import (
@@ -30,14 +29,6 @@ TEST = Actor.system("test")
 Capture = Callable[..., Any]
 
 
-def _set(*states: str, operation_state: str = OperationState.EXECUTING) -> list[ToolCall]:
-    operation = OperationFactory.create(state=operation_state, budgets=budgets_for({}))
-    turn = ModelTurnFactory.create(operation=operation, index=0)
-    return [
-        ToolCallFactory.create(turn=turn, position=n, state=state) for n, state in enumerate(states)
-    ]
-
-
 def _finish(call: ToolCall, data: Any = None) -> None:
     with call_step(call.pk) as step:
         result = ok(data or {"order": "ORD-1001"})
@@ -47,7 +38,7 @@ def _finish(call: ToolCall, data: Any = None) -> None:
 def test_the_last_result_makes_the_set_ready_and_wakes_the_next_turn(
     django_capture_on_commit_callbacks: Capture,
 ) -> None:
-    first, second = _set(CallState.EXECUTING, CallState.EXECUTING)
+    first, second = call_set(CallState.EXECUTING, CallState.EXECUTING)
     with django_capture_on_commit_callbacks() as wakeups:
         _finish(first)
     assert Operation.objects.get(pk=first.operation_id).state == OperationState.EXECUTING
@@ -61,14 +52,14 @@ def test_the_last_result_makes_the_set_ready_and_wakes_the_next_turn(
 
 
 def test_a_call_waiting_for_a_human_keeps_the_set_parked() -> None:
-    waiting, running = _set(CallState.WAITING_APPROVAL, CallState.EXECUTING)
+    waiting, running = call_set(CallState.WAITING_APPROVAL, CallState.EXECUTING)
     _finish(running)
     waiting.operation.refresh_from_db()
     assert waiting.operation.state == OperationState.WAITING_APPROVAL
 
 
 def test_an_escalated_operation_does_not_move_on_by_itself() -> None:
-    [call] = _set(CallState.EXECUTING, operation_state=OperationState.ESCALATED)
+    [call] = call_set(CallState.EXECUTING, operation_state=OperationState.ESCALATED)
     _finish(call)
     call.refresh_from_db()
     call.operation.refresh_from_db()
@@ -77,7 +68,7 @@ def test_an_escalated_operation_does_not_move_on_by_itself() -> None:
 
 
 def test_results_go_back_only_while_their_binding_holds() -> None:
-    [call] = _set(CallState.EXECUTING)
+    [call] = call_set(CallState.EXECUTING)
     _finish(call)
     call.refresh_from_db()
     assert call.binding_sha256 and call.result_sha256
@@ -91,7 +82,7 @@ def test_results_go_back_only_while_their_binding_holds() -> None:
 
 
 def test_the_model_hears_when_an_operator_edited_the_arguments() -> None:
-    [call] = _set(CallState.EXECUTING)
+    [call] = call_set(CallState.EXECUTING)
     ToolCall.objects.filter(pk=call.pk).update(arguments_edited=True)
     _finish(call)
     call.refresh_from_db()
