@@ -15,7 +15,7 @@ from approvals.forms import DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
 from toolcalls import registry
-from toolcalls.http import AuthenticatedHttpRequest
+from toolcalls.console.http import AuthenticatedHttpRequest
 from toolcalls.models import Tenant
 from toolcalls.states import ApprovalState
 
@@ -129,13 +129,3 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         "arguments_pretty": _pretty(approval.canonical_arguments),
     }
     return render(request, "approvals/decide.html", context)
-
-
-@login_required
-def search(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Find an operation by any ID; one match goes straight to it."""
-    query = request.GET.get("q", "").strip()[:200]
-    results = selectors.operation_search(user=request.user, query=query)
-    if len(results) == 1:
-        return redirect("operations:detail", public_id=results[0][0].public_id)
-    return render(request, "approvals/search.html", {"query": query, "results": results})

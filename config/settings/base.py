@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "toolcalls",
     "toolcalls.api",
+    "toolcalls.console",
+    "toolcalls.webhooks",
     "approvals",
     "toolcalls.demo",
 ]
@@ -166,7 +168,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_BEAT_SCHEDULE = {
     "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
-    "webhook-retry-due": {"task": "api.webhook_retry_due", "schedule": 30.0},
+    "webhook-retry-due": {"task": "webhooks.retry_due", "schedule": 30.0},
     "recovery-sweep": {"task": "toolcalls.recovery_sweep", "schedule": 15.0},
 }
 
@@ -246,7 +248,7 @@ CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 
 # as JSON {"point": "pause" | "crash" | "pause_once" | "crash_once"}, and where it leaves markers.
 CALLGATE_FAULT_POINTS = env.json("CALLGATE_FAULT_POINTS", default={})
 CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
-# Webhooks (toolcalls.api.webhooks): seconds allowed per POST; attempts before a delivery is
+# Webhooks (toolcalls.webhooks): seconds allowed per POST; attempts before a delivery is
 # FAILED (2 s backoff doubling per attempt, capped at an hour); whether endpoints may resolve to
 # private, loopback or link-local addresses (never in production: it lets a tenant reach inside).
 CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)

@@ -14,8 +14,8 @@ from django.db import connection
 from django.utils import timezone
 
 from toolcalls.binding import digest
+from toolcalls.hooks import audit_recorded
 from toolcalls.models import AuditEvent, Operation, ToolCall
-from toolcalls.services.enqueue import enqueue_webhook_fanout
 
 # "token" ("access_token", "tokenValue") but not a count of tokens ("max_input_tokens").
 _SECRET_KEY = re.compile(
@@ -23,10 +23,6 @@ _SECRET_KEY = re.compile(
     re.I,
 )
 MASK = "***"
-#: Kinds that are also webhook events (``toolcalls.api.webhooks.EVENT_TYPES``): recording one
-#: fans it out to the tenant's endpoints after commit, when the tenant has any
-#: (``Tenant.webhooks_active``, as read with the operation).
-WEBHOOK_KINDS = frozenset({"operation.transition", "approval.requested", "approval.transition"})
 
 
 def mask_secrets(value: Any) -> Any:
@@ -103,6 +99,5 @@ def audit_record(
     operation.audit_head = event.hash
     if save_operation:
         operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
-    if kind in WEBHOOK_KINDS and operation.tenant.webhooks_active:
-        enqueue_webhook_fanout(event_pk=event.pk)
+    audit_recorded(event)
     return event

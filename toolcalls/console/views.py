@@ -10,9 +10,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from toolcalls import selectors
-from toolcalls.diagram import operation_diagram
-from toolcalls.forms import ExtendForm, ResolveForm, StopForm
-from toolcalls.http import AuthenticatedHttpRequest
+from toolcalls.console.diagram import operation_diagram
+from toolcalls.console.forms import ExtendForm, ResolveForm, StopForm
+from toolcalls.console.http import AuthenticatedHttpRequest
+from toolcalls.console.search import operation_search
 from toolcalls.models import Operation
 from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
 from toolcalls.services.reconcile import call_resolve
@@ -129,3 +130,13 @@ def call_resolve_view(
     except EscalationError as exc:
         return _refused(request, operation, exc.message)
     return _done(request, operation, f"Recorded the outcome of {call.tool_name}.")
+
+
+@login_required
+def search(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Find an operation by any ID; one match goes straight to it."""
+    query = request.GET.get("q", "").strip()[:200]
+    results = operation_search(user=request.user, query=query)
+    if len(results) == 1:
+        return redirect("operations:detail", public_id=results[0][0].public_id)
+    return render(request, "toolcalls/search.html", {"query": query, "results": results})

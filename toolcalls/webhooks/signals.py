@@ -1,7 +1,7 @@
 """Keep ``Tenant.webhooks_active`` true exactly when the tenant has an active endpoint.
 
-Connected in :meth:`toolcalls.api.apps.ApiConfig.ready`, so every save and delete of an endpoint
-(the API, the admin, a shell) refreshes it in the same transaction.
+Connected in :meth:`toolcalls.webhooks.apps.WebhooksConfig.ready`, so every save and delete of an
+endpoint (the API, the admin, a shell) refreshes it in the same transaction.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
-from toolcalls.api.models import WebhookEndpoint
 from toolcalls.models import Tenant
+from toolcalls.webhooks.models import WebhookEndpoint
 
 
 def tenant_webhooks_refresh(*, tenant_id: int) -> bool:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from toolcalls import views
+from toolcalls.console import views
 
 app_name = "operations"
 urlpatterns = [

@@ -23,22 +23,16 @@ from approvals.services import approval_decide
 from tests.conftest import wait_for
 from tests.engine import bundled_replies, operator, start
 from tests.factories import OperationFactory, TenantFactory, UserFactory
-from toolcalls.api import webhooks
 from toolcalls.api.auth import api_key_create
-from toolcalls.api.models import WebhookDelivery, WebhookEndpoint
-from toolcalls.api.webhooks import (
-    WebhookRefused,
-    sign,
-    verify_signature,
-    webhook_fanout,
-    webhook_retry_delay_s,
-    webhook_retry_due,
-    webhook_url_check,
-)
 from toolcalls.models import AuditEvent, Operation, Tenant
-from toolcalls.services import audit
-from toolcalls.services.audit import WEBHOOK_KINDS, audit_record
+from toolcalls.services.audit import audit_record
 from toolcalls.states import OperationState
+from toolcalls.webhooks import delivery, wakeups
+from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
+from toolcalls.webhooks.delivery import webhook_retry_delay_s, webhook_retry_due
+from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
+from toolcalls.webhooks.outbox import EVENT_TYPES, webhook_fanout
+from toolcalls.webhooks.signing import sign, verify_signature
 
 SECRET = "whsec-test-secret"
 D = WebhookDelivery.State
@@ -126,7 +120,7 @@ def record(operation: Operation, to_state: str, from_state: str = "") -> AuditEv
 @pytest.fixture
 def held_fanout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Events recorded in the test are not fanned out: the test runs ``webhook_fanout``."""
-    monkeypatch.setattr(audit, "enqueue_webhook_fanout", lambda **kwargs: None)
+    monkeypatch.setattr(wakeups, "fanout_later", lambda **kwargs: None)
 
 
 def make_due(*deliveries: WebhookDelivery) -> None:
@@ -198,7 +192,7 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
     operation.refresh_from_db()
     assert operation.state == OperationState.COMPLETED
 
-    events = list(operation.events.filter(kind__in=WEBHOOK_KINDS).order_by("seq"))
+    events = list(operation.events.filter(kind__in=EVENT_TYPES).order_by("seq"))
     approval_events = [e for e in events if e.kind.startswith("approval.")]
     assert len(approval_events) == 2
     sent = WebhookDelivery.objects.order_by("pk")
@@ -286,7 +280,7 @@ def test_events_of_a_tenant_without_endpoints_wake_no_fanout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     woken: list[int] = []
-    monkeypatch.setattr(audit, "enqueue_webhook_fanout", lambda **kw: woken.append(kw["event_pk"]))
+    monkeypatch.setattr(wakeups, "fanout_later", lambda **kw: woken.append(kw["event_pk"]))
     quiet = OperationFactory.create()
     hooked = OperationFactory.create(tenant=TenantFactory.create(slug="hooked"))
     endpoint(TenantFactory.create(slug="elsewhere"), "https://hooks.example.com/elsewhere")
@@ -480,7 +474,7 @@ def test_a_later_delivery_waits_until_the_earlier_one_is_delivered(receiver: Rec
     # Another operation is not held back by this one.
     unrelated = record(other, "MODEL_REQUESTED", "PENDING")
     assert [p["sequence"] for p in receiver.payloads()] == [events[0].seq, unrelated.seq]
-    assert webhooks.webhook_deliver(endpoint_pk=hook.pk, operation_pk=operation.pk) == 0
+    assert delivery.webhook_deliver(endpoint_pk=hook.pk, operation_pk=operation.pk) == 0
 
     make_due(hook.deliveries.get(event=events[0]))
     assert webhook_retry_due() == 1
@@ -495,7 +489,7 @@ def test_one_claim_at_a_time_and_a_lost_lease_drops_the_late_outcome(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The drain is driven by hand (nothing is sent): claims and records only.
-    monkeypatch.setattr(webhooks, "_enqueue_deliver", lambda **kwargs: None)
+    monkeypatch.setattr(wakeups, "deliver_later", lambda **kwargs: None)
     operation = OperationFactory.create()
     hook = endpoint(operation.tenant, "https://93.184.215.14/hooks")
     record(operation, "MODEL_REQUESTED", "PENDING")
@@ -503,18 +497,18 @@ def test_one_claim_at_a_time_and_a_lost_lease_drops_the_late_outcome(
     assert webhook_fanout(event_pk=last.pk) == 2
     first, second = hook.deliveries.order_by("event__seq")
 
-    claim = webhooks._claim(hook.pk, operation.pk)
+    claim = delivery._claim(hook.pk, operation.pk)
     assert claim is not None and (claim.pk, claim.attempt) == (first.pk, 1)
-    assert webhooks._claim(hook.pk, operation.pk) is None  # in flight: nobody else sends
+    assert delivery._claim(hook.pk, operation.pk) is None  # in flight: nobody else sends
     make_due(first)  # the lease ran out: presumed dead
-    retaken = webhooks._claim(hook.pk, operation.pk)
+    retaken = delivery._claim(hook.pk, operation.pk)
     assert retaken is not None and (retaken.pk, retaken.attempt) == (first.pk, 2)
-    late = webhooks._Outcome(status=200, error="")
-    assert not webhooks._record(claim, late, endpoint_pk=hook.pk, operation_pk=operation.pk)
+    late = delivery._Outcome(status=200, error="")
+    assert not delivery._record(claim, late, endpoint_pk=hook.pk, operation_pk=operation.pk)
     first.refresh_from_db()
     assert (first.state, first.attempts) == (D.PENDING, 2)
-    assert webhooks._record(retaken, late, endpoint_pk=hook.pk, operation_pk=operation.pk)
-    following = webhooks._claim(hook.pk, operation.pk)
+    assert delivery._record(retaken, late, endpoint_pk=hook.pk, operation_pk=operation.pk)
+    following = delivery._claim(hook.pk, operation.pk)
     assert following is not None and following.pk == second.pk
 
 
@@ -556,7 +550,9 @@ def test_admin_pages_render_and_staff_see_their_tenants_rows_only() -> None:
         )
         rows[slug] = (hook, delivery)
     staff = UserFactory.create(username="support-alpha", is_staff=True)
-    staff.user_permissions.add(*Permission.objects.filter(content_type__app_label="api"))
+    staff.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=["api", "webhooks"])
+    )
     Tenant.objects.get(slug="alpha").members.add(staff)
     root = UserFactory.create(username="root", is_staff=True, is_superuser=True)
     for user in (root, staff):
@@ -566,15 +562,15 @@ def test_admin_pages_render_and_staff_see_their_tenants_rows_only() -> None:
             ("webhookendpoint", (rows["alpha"][0], rows["bravo"][0])),
             ("webhookdelivery", (rows["alpha"][1], rows["bravo"][1])),
         ):
-            listing = client.get(reverse(f"admin:api_{name}_changelist")).content.decode()
-            mine_url = reverse(f"admin:api_{name}_change", args=[mine.pk])
-            theirs_url = reverse(f"admin:api_{name}_change", args=[theirs.pk])
+            listing = client.get(reverse(f"admin:webhooks_{name}_changelist")).content.decode()
+            mine_url = reverse(f"admin:webhooks_{name}_change", args=[mine.pk])
+            theirs_url = reverse(f"admin:webhooks_{name}_change", args=[theirs.pk])
             assert mine_url in listing
             assert (theirs_url in listing) == user.is_superuser
             page = client.get(mine_url)
             assert page.status_code == 200
         endpoint_page = client.get(
-            reverse("admin:api_webhookendpoint_change", args=[rows["alpha"][0].pk])
+            reverse("admin:webhooks_webhookendpoint_change", args=[rows["alpha"][0].pk])
         ).content.decode()
         assert (SECRET in endpoint_page) == user.is_superuser
         assert client.get(reverse("admin:api_idempotentrequest_changelist")).status_code == 200
@@ -586,7 +582,7 @@ def test_admin_refuses_a_private_endpoint_url_when_private_is_off(settings: Any)
     tenant = TenantFactory.create(slug="alpha")
     client = Client()
     client.force_login(UserFactory.create(username="root", is_staff=True, is_superuser=True))
-    add = reverse("admin:api_webhookendpoint_add")
+    add = reverse("admin:webhooks_webhookendpoint_add")
     form = {"tenant": tenant.pk, "url": "http://10.0.0.5/hooks", "is_active": "on"}
     response = client.post(add, form)
     assert response.status_code == 200 and "not a public address" in response.content.decode()
@@ -616,7 +612,7 @@ def test_the_worker_delivers_every_event_of_the_refund_signed_and_in_order(
     wait_for(lambda: state(OperationState.COMPLETED, OperationState.FAILED), what="completion")
     assert operation.state == OperationState.COMPLETED, operation.terminal_reason
 
-    events = list(operation.events.filter(kind__in=WEBHOOK_KINDS).order_by("seq"))
+    events = list(operation.events.filter(kind__in=EVENT_TYPES).order_by("seq"))
 
     def all_delivered() -> bool:
         deliveries = hook.deliveries.all()
@@ -630,7 +626,7 @@ def test_the_worker_delivers_every_event_of_the_refund_signed_and_in_order(
     assert [p["id"] for p in payloads] == [f"evt_{e.pk}" for e in events]
     sequences = [p["sequence"] for p in payloads]
     assert sequences == sorted(set(sequences))
-    assert [p["type"] for p in payloads] == [webhooks.EVENT_TYPES[e.kind] for e in events]
+    assert [p["type"] for p in payloads] == [EVENT_TYPES[e.kind] for e in events]
     assert {p["operation"] for p in payloads} == {operation.public_id}
     types = [p["type"] for p in payloads]
     assert types.count("approval.requested") == types.count("approval.decided") == 1
