@@ -16,6 +16,7 @@ urlpatterns = [
     path("console/operations/", include("toolcalls.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("toolcalls.api.urls")),
+    path("api/v1/", include("approvals.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     # Anything else under /api (a typo, a missing or extra slash): 404 in the API's error shape.

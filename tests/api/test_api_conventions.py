@@ -18,6 +18,7 @@ from drf_spectacular.validation import validate_schema
 from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework.test import APIClient
 
+from approvals.api import urls as approvals_api_urls
 from approvals.models import ApprovalRequest
 from tests.api.support import (
     ALL_SCOPES,
@@ -40,7 +41,6 @@ from toolcalls import tasks
 from toolcalls.api import urls as api_urls
 from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
-from toolcalls.api.errors import unknown_path
 from toolcalls.api.models import ApiKey, IdempotentRequest
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import Operation
@@ -458,13 +458,11 @@ def test_over_the_rate_is_429_with_retry_after(demo: DemoSeed) -> None:
 
 
 def _documented_paths() -> dict[str, set[str]]:
-    """Every endpoint of ``toolcalls.api.urls`` as an OpenAPI path → its HTTP methods (the
-    catch-all that answers unknown paths is not an endpoint)."""
+    """Every endpoint of ``toolcalls.api.urls`` and ``approvals.api.urls`` as an OpenAPI path →
+    its HTTP methods."""
     paths: dict[str, set[str]] = {}
-    for pattern in api_urls.urlpatterns:
+    for pattern in [*api_urls.urlpatterns, *approvals_api_urls.urlpatterns]:
         assert isinstance(pattern, URLPattern)
-        if pattern.callback is unknown_path:
-            continue
         route = re.sub(r"<str:(\w+)>", r"{\1}", str(pattern.pattern))
         view = pattern.callback.view_class  # type: ignore[attr-defined]
         methods = {m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)}
