@@ -18,8 +18,8 @@ from config.celery import app as celery_app
 from tests.live_server import ReplayServer
 
 REPO = Path(__file__).resolve().parents[1]
-#: Provider fixtures live outside the repository (``../shared/fixtures``); never copied in.
-FIXTURES = Path(os.environ.get("CALLGATE_FIXTURES_DIR", REPO.parent / "shared" / "fixtures"))
+#: The project's provider wire-format corpus (format: ``tests/fixtures/README.md``).
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def wait_for(predicate: Callable[[], object], *, timeout_s: float = 30.0, what: str = "") -> object:

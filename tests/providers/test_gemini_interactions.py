@@ -150,7 +150,9 @@ def test_request_is_stateless_with_flat_tools() -> None:
 
 
 def test_results_follow_the_replayed_steps_with_matching_call_ids() -> None:
-    case = read_case(FIXTURES / "providers" / "gemini_interactions" / "parallel_three_calls.json")
+    case = read_case(
+        FIXTURES / "providers" / "gemini_interactions" / "three_calls_after_thought.json"
+    )
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     start = ADAPTER.start_conversation(user_input="x")
     conversation = ADAPTER.append_reply(conversation=start, reply=parsed)
@@ -166,26 +168,16 @@ def test_results_follow_the_replayed_steps_with_matching_call_ids() -> None:
         for i, c in enumerate(reversed(parsed.calls))
     ]
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
+    # Results follow in the order given (here reversed), each naming its call; errors marked.
     assert conversation[5:] == [
         {
             "type": "function_result",
-            "name": "search_faq",
-            "call_id": "1z6mq1w3",
-            "result": {"status": "ok", "data": {"n": 0}},
-        },
-        {
-            "type": "function_result",
-            "name": "get_shipment_status",
-            "call_id": "wync04u6",
-            "result": {"status": "ok", "data": {"n": 1}},
-            "is_error": True,
-        },
-        {
-            "type": "function_result",
-            "name": "get_order",
-            "call_id": "zgv5rcna",
-            "result": {"status": "ok", "data": {"n": 2}},
-        },
+            "name": call["name"],
+            "call_id": call["call_id"],
+            "result": {"status": "ok", "data": {"n": n}},
+            **({"is_error": True} if n == 1 else {}),
+        }
+        for n, call in enumerate(reversed(case["expect"]["calls"]))
     ]
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
     assert ADAPTER.request_error(request=request, previous=parsed) is None
@@ -588,19 +580,20 @@ def test_streamed_text_and_signature_deltas_become_replayable_steps() -> None:
 
 def test_streamed_reply_round_trips_through_request_error() -> None:
     case = read_case(
-        FIXTURES / "providers" / "gemini_interactions" / "stream_thought_then_call.json"
+        FIXTURES / "providers" / "gemini_interactions" / "stream_signed_thought_then_call.json"
     )
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=ADAPTER.start_conversation(user_input="x"), reply=parsed
     )
     conversation = ADAPTER.append_results(
-        conversation=conversation, results=[result("sv07qfrq", "get_order")]
+        conversation=conversation,
+        results=[result(call.call_id, call.name) for call in parsed.calls],
     )
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
     assert ADAPTER.request_error(request=request, previous=parsed) is None
-    assert conversation[1]["signature"].startswith("Cqbtzy")
-    assert conversation[2]["arguments"] == {"order_id": "ORD-48213"}
+    assert conversation[1]["signature"] == case["events"][1]["data"]["step"]["signature"]
+    assert conversation[2]["arguments"] == case["expect"]["calls"][0]["arguments"]
 
 
 # --- bundled scenarios ------------------------------------------------------------------------

@@ -302,7 +302,7 @@ def test_request_offers_tools_and_replays_conversation() -> None:
 
 
 def test_results_follow_the_assistant_message_in_call_order() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_chat" / "parallel_three_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_chat" / "three_calls_one_turn.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=ADAPTER.start_conversation(user_input="x"), reply=parsed
@@ -574,7 +574,7 @@ def test_argument_overflow_marks_only_that_call() -> None:
 
 
 def test_every_cut_of_a_stream_is_truncated_and_hands_over_nothing() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_chat" / "stream_parallel_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_chat" / "stream_two_calls.json")
     finish_at = next(
         i for i, e in enumerate(case["events"]) if e["data"]["choices"][0]["finish_reason"]
     )

@@ -95,7 +95,7 @@ def test_request_offers_tools_and_replays_conversation() -> None:
 
 
 def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_responses" / "parallel_three_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_responses" / "three_calls_one_turn.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=[{"role": "user", "content": "x"}], reply=parsed
@@ -113,10 +113,9 @@ def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
     ]
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
     outputs = [item for item in conversation if item.get("type") == "function_call_output"]
+    proposed = [call["call_id"] for call in case["expect"]["calls"]]
     assert {o["call_id"]: json.loads(o["output"]) for o in outputs} == {
-        "call_Xlx4peXp4QzY2Y3hbSBXnSKC": {"status": "ok", "data": {"n": 0}},
-        "call_vPxiiuqBO8WT4Kw95ZoUjLOT": {"status": "ok", "data": {"n": 1}},
-        "call_SnPGuLkjGo8CMFnLdHz5ppmJ": {"status": "ok", "data": {"n": 2}},
+        call_id: {"status": "ok", "data": {"n": n}} for n, call_id in enumerate(reversed(proposed))
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
     assert ADAPTER.request_error(request=request, previous=parsed) is None
@@ -151,7 +150,7 @@ def test_request_errors_use_the_providers_400_texts() -> None:
 
 def _stream_case() -> dict:
     return read_case(
-        FIXTURES / "providers" / "openai_responses" / "stream_reasoning_then_call.json"
+        FIXTURES / "providers" / "openai_responses" / "stream_reasoning_then_cancellation.json"
     )
 
 
@@ -159,7 +158,7 @@ def test_stream_reports_progress_and_hands_calls_over_only_at_completion() -> No
     case = _stream_case()
     assembler = ADAPTER.stream_assembler(max_argument_bytes=1024)
     notes = [assembler.feed(event) for event in case["events"][:-1]]
-    assert [n for n in notes if n] == ["create_refund_draft"]
+    assert [n for n in notes if n] == [case["expect"]["calls"][0]["name"]]
     cut = assembler.finish()
     assert (cut.outcome, cut.calls) == (Outcome.TRUNCATED, ())  # no terminal event yet
     assembler.feed(case["events"][-1])
@@ -264,9 +263,7 @@ def test_stream_error_event_is_an_api_failure() -> None:
 
 
 def test_function_call_replayed_without_its_reasoning_item_is_refused() -> None:
-    case = read_case(
-        FIXTURES / "providers" / "openai_responses" / "single_call_with_reasoning.json"
-    )
+    case = read_case(FIXTURES / "providers" / "openai_responses" / "reasoning_then_call.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     output = case["body"]["output"]
     call_id = parsed.calls[0].call_id

@@ -10,9 +10,9 @@ from providers.conformance import case_files, check_file
 
 class Command(BaseCommand):
     help = (
-        "Parse every case file (shared/fixtures format) under the given directories with its "
-        "family's adapter and compare with its expect block. Prints PASS/FAIL per case and a "
-        "total; exits 1 when any case fails."
+        "Parse every case file (format: tests/fixtures/README.md) under the given directories "
+        "with its family's adapter and compare with its expect block. Prints PASS/FAIL per case "
+        "and a total; exits 1 when any case fails."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
