@@ -1,7 +1,7 @@
 """Scenario files: a user's request plus the model's replies in wire format (docs/scenarios.md).
 
 A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each written like a case in
-``tests/fixtures/`` (``tests/fixtures/README.md``): ``kind``, ``http_status``, optional ``headers``, and ``body`` or
+``tests/fixtures/README.md``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
 ``events``). Loading validates the shape and stores the replies as a ``ReplayScript``.
 """
 
