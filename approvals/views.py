@@ -15,7 +15,7 @@ from approvals.forms import DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
 from toolcalls import registry
-from toolcalls.console.http import AuthenticatedHttpRequest
+from toolcalls.console.http import AuthenticatedHttpRequest, refusals_shown
 from toolcalls.models import Tenant
 from toolcalls.states import ApprovalState
 
@@ -88,6 +88,7 @@ def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@refusals_shown("approvals:detail")
 def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> HttpResponse:
     if decision not in DECISIONS:
         raise Http404("Unknown decision.")
@@ -109,15 +110,14 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
                 arguments=form.cleaned_data.get("arguments"),
             )
         except ApprovalError as exc:
-            if exc.code == "invalid_edit":
-                form.add_error("arguments", exc.message)
-                return render(
-                    request,
-                    "approvals/decide.html",
-                    {"approval": approval, "decision": decision, "form": form},
-                )
-            messages.error(request, exc.message)
-            return redirect("approvals:detail", public_id=public_id)
+            if exc.code != "invalid_edit":
+                raise  # shown on the approval page by refusals_shown
+            form.add_error("arguments", exc.message)
+            return render(
+                request,
+                "approvals/decide.html",
+                {"approval": approval, "decision": decision, "form": form},
+            )
         edited = " with edited arguments" if form.cleaned_data.get("arguments") else ""
         verb = "Approved" if decision == "approve" else "Denied"
         messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")

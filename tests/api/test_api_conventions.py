@@ -43,6 +43,7 @@ from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.models import ApiKey, IdempotentRequest
 from toolcalls.demo.services import DemoSeed
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -185,11 +186,11 @@ def _raw_key(demo: DemoSeed) -> tuple[ApiKey, str]:
 
 
 def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
-    with pytest.raises(ValueError, match="unknown scopes: operations:delete"):
+    with pytest.raises(CallgateError, match="unknown scopes: operations:delete"):
         api_key_create(tenant=demo.tenant, name="x", scopes=[READ, "operations:delete"])
-    with pytest.raises(ValueError, match="at least one scope"):
+    with pytest.raises(CallgateError, match="at least one scope"):
         api_key_create(tenant=demo.tenant, name="x", scopes=[])
-    with pytest.raises(ValueError, match="name the service"):
+    with pytest.raises(CallgateError, match="name the service"):
         api_key_create(tenant=demo.tenant, name="  ", scopes=[READ])
     assert not ApiKey.objects.exists()
 

@@ -12,10 +12,10 @@ from django.views.decorators.http import require_POST
 from toolcalls import selectors
 from toolcalls.console.diagram import operation_diagram
 from toolcalls.console.forms import ExtendForm, ResolveForm, StopForm
-from toolcalls.console.http import AuthenticatedHttpRequest
+from toolcalls.console.http import AuthenticatedHttpRequest, refusals_shown
 from toolcalls.console.search import operation_search
 from toolcalls.models import Operation
-from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
+from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.reconcile import call_resolve
 from toolcalls.states import OperationState
 
@@ -75,43 +75,40 @@ def _refused(request: AuthenticatedHttpRequest, operation: Operation, text: str)
 
 @login_required
 @require_POST
+@refusals_shown("operations:detail")
 def operation_extend_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     operation = _act(request, public_id)
     form = ExtendForm(request.POST, budgets=operation.budgets)
     if not form.is_valid():
         return _refused(request, operation, "Budgets must be positive numbers.")
-    try:
-        operation_extend(
-            operation_pk=operation.pk,
-            actor=f"user:{request.user.get_username()}",
-            budgets=form.changes(),
-            note=form.cleaned_data["note"],
-        )
-    except EscalationError as exc:
-        return _refused(request, operation, exc.message)
+    operation_extend(
+        operation_pk=operation.pk,
+        actor=f"user:{request.user.get_username()}",
+        budgets=form.changes(),
+        note=form.cleaned_data["note"],
+    )
     return _done(request, operation, "Budget extended; the operation goes on.")
 
 
 @login_required
 @require_POST
+@refusals_shown("operations:detail")
 def operation_stop_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     operation = _act(request, public_id)
     form = StopForm(request.POST)
     if not form.is_valid():
         return _refused(request, operation, "Say why the operation is stopped.")
-    try:
-        operation_stop(
-            operation_pk=operation.pk,
-            actor=f"user:{request.user.get_username()}",
-            reason=form.cleaned_data["reason"],
-        )
-    except EscalationError as exc:
-        return _refused(request, operation, exc.message)
+    operation_stop(
+        operation_pk=operation.pk,
+        actor=f"user:{request.user.get_username()}",
+        reason=form.cleaned_data["reason"],
+    )
     return _done(request, operation, "Operation stopped.")
 
 
 @login_required
 @require_POST
+@refusals_shown("operations:detail")
 def call_resolve_view(
     request: AuthenticatedHttpRequest, public_id: str, call_public_id: str
 ) -> HttpResponse:
@@ -120,15 +117,12 @@ def call_resolve_view(
     form = ResolveForm(request.POST)
     if not form.is_valid():
         return _refused(request, operation, "Choose what happened.")
-    try:
-        call_resolve(
-            call_pk=call.pk,
-            actor=f"user:{request.user.get_username()}",
-            resolution=form.cleaned_data["resolution"],
-            note=form.cleaned_data["note"],
-        )
-    except EscalationError as exc:
-        return _refused(request, operation, exc.message)
+    call_resolve(
+        call_pk=call.pk,
+        actor=f"user:{request.user.get_username()}",
+        resolution=form.cleaned_data["resolution"],
+        note=form.cleaned_data["note"],
+    )
     return _done(request, operation, f"Recorded the outcome of {call.tool_name}.")
 
 

@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
 from providers.transports import REPLY_SCHEMA
+from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
 from toolcalls.storage import storable
 
@@ -39,8 +40,11 @@ SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(CallgateError):
     """The file is missing, not JSON, or not a valid scenario; the message says where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_scenario", message)
 
 
 def scenario_read(path: Path) -> dict[str, Any]:
