@@ -10,8 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from providers.base import Outcome, ProviderAdapter, ToolResultMessage, WireReply
+from providers.anthropic_messages import rules as anthropic_messages_rules
+from providers.base import Outcome, ParsedReply, ProviderAdapter, ToolResultMessage, WireReply
 from providers.errors import TransportError
+from providers.gemini_generate import rules as gemini_generate_rules
+from providers.gemini_interactions import rules as gemini_interactions_rules
+from providers.openai_chat import rules as openai_chat_rules
+from providers.openai_responses import rules as openai_responses_rules
 
 _REPLY: dict[str, Any] = {
     "type": "object",
@@ -45,6 +50,30 @@ REPLY_SCHEMA: dict[str, Any] = {
     "if": {"required": ["after_results"]},
     "then": _BRANCHING_REPLY,
     "else": _REPLY,
+}
+
+
+class RequestRules(Protocol):
+    """A provider's own rules for continuing a conversation (a family's ``rules.request_error``).
+
+    Returns the provider's HTTP 400 when ``request`` breaks them for continuing from
+    ``previous`` (every call answered exactly once and nothing extra, results placed and shaped
+    as required, continuation items sent back), ``None`` when it is acceptable. Only the replay
+    transport applies them: a live provider checks its own.
+    """
+
+    def __call__(
+        self, *, request: Mapping[str, Any], previous: ParsedReply
+    ) -> WireReply | None: ...
+
+
+#: Each family's request rules, by family name.
+REQUEST_RULES: dict[str, RequestRules] = {
+    "openai_responses": openai_responses_rules.request_error,
+    "openai_chat": openai_chat_rules.request_error,
+    "anthropic_messages": anthropic_messages_rules.request_error,
+    "gemini_generate": gemini_generate_rules.request_error,
+    "gemini_interactions": gemini_interactions_rules.request_error,
 }
 
 #: Called with each streamed event as it arrives, for progress reporting only.
@@ -82,9 +111,9 @@ class ReplayTransport:
     approval, a failed tool) and with ``ok`` otherwise.
 
     Before serving reply *n* it checks the request against the last non-failure reply before
-    *n* (any variant of it) with ``adapter.request_error`` and answers a request that breaks
-    the provider's rules with that provider's own HTTP 400. A request past the last reply raises
-    ``TransportError(code="scenario_exhausted")``.
+    *n* (any variant of it) with the family's :data:`REQUEST_RULES` and answers a request that
+    breaks the provider's rules with that provider's own HTTP 400. A request past the last reply
+    raises ``TransportError(code="scenario_exhausted")``.
     """
 
     name = "replay"
@@ -92,6 +121,7 @@ class ReplayTransport:
 
     def __init__(self, *, adapter: ProviderAdapter, replies: Sequence[Mapping[str, Any]]) -> None:
         self._adapter = adapter
+        self._rules = REQUEST_RULES[adapter.family]
         self._replies = list(replies)
 
     def send(
@@ -125,7 +155,7 @@ class ReplayTransport:
             ]
             if all(reply.outcome is Outcome.API_FAILURE for reply in previous):
                 continue
-            problems = [self._adapter.request_error(request=request, previous=p) for p in previous]
+            problems = [self._rules(request=request, previous=p) for p in previous]
             return None if None in problems else problems[0]
         return None
 
