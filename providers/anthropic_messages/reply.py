@@ -52,12 +52,11 @@ def parse_message(body: Mapping[str, Any]) -> ParsedReply:
     if body.get("type") == "error":
         return failure_in_200(obj(body.get("error")), response_id=None, usage=usage)
     content = items(body.get("content"))
-    calls = [_message_call(block) for block in content if block.get("type") == "tool_use"]
     return classify(
         response_id=text(body.get("id")),
         stop_reason=text(body.get("stop_reason")),
         content=content,
-        calls=calls,
+        calls=[_message_call(block) for block in content if block.get("type") == "tool_use"],
         usage=usage,
     )
 

@@ -22,7 +22,7 @@ from providers.anthropic_messages.reply import (
 )
 from providers.arguments import decode_arguments, is_cut_off
 from providers.base import Outcome, ParsedReply, Usage
-from providers.payload import count, items, obj, text
+from providers.payload import count, integer, items, obj, text
 from providers.streaming import ArgumentBuffer
 
 #: Blocks whose ``input`` streams as ``input_json_delta`` (SDK ``TRACKS_TOOL_INPUT``).
@@ -121,7 +121,7 @@ class MessagesStream:
         elif kind == "content_block_delta":
             self._delta(data)
         elif kind == "content_block_stop":
-            block = self._by_index.get(_index(data))
+            block = self._by_index.get(integer(data.get("index")))
             if block is not None:
                 block.stopped = True
         elif kind == "message_delta":
@@ -153,11 +153,11 @@ class MessagesStream:
             start=obj(data.get("content_block")), arguments=ArgumentBuffer(self._max_bytes)
         )
         self._blocks.append(block)
-        self._by_index[_index(data)] = block
+        self._by_index[integer(data.get("index"))] = block
         return text(block.start.get("name")) if block.kind == "tool_use" else None
 
     def _delta(self, data: Mapping[str, Any]) -> None:
-        block = self._by_index.get(_index(data))
+        block = self._by_index.get(integer(data.get("index")))
         if block is None or block.stopped:
             return  # a fragment outside its block's start/stop is not part of any block
         delta = obj(data.get("delta"))
@@ -201,8 +201,3 @@ class MessagesStream:
             calls=[block.call() for block in self._blocks if block.kind == "tool_use"],
             usage=usage,
         )
-
-
-def _index(data: Mapping[str, Any]) -> int | None:
-    value = data.get("index")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -36,7 +36,8 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     def build_request(
         self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
     ) -> dict[str, Any]:
-        # Tool declarations are flat in this API (no function_declarations wrapper).
+        """The Interactions body; tool declarations are flat (no ``function_declarations``
+        wrapper)."""
         return {
             "model": model,
             "input": list(conversation),

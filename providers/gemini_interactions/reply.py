@@ -16,7 +16,7 @@ from providers.adapter import UsageFields
 from providers.arguments import decode_arguments, is_cut_off
 from providers.base import Outcome, ParsedReply, ProposedCall
 from providers.errors import code_is_retryable, status_is_retryable
-from providers.payload import items, joined, text
+from providers.payload import integer, items, joined, text
 
 REVISION = "gemini_interactions/2026-11-30.1"
 #: Output counts thinking: ``total_output_tokens + total_thought_tokens``.
@@ -57,17 +57,17 @@ _RETRYABLE_GRPC_CODES = frozenset({4, 8, 13, 14})
 
 def code_text(code: Any) -> str | None:
     """An error code as the payload gave it: a string, or an integer written out."""
-    if isinstance(code, int) and not isinstance(code, bool):
-        return str(code)
-    return text(code)
+    number = integer(code)
+    return text(code) if number is None else str(number)
 
 
 def code_retryable(code: Any) -> bool:
     """Whether an error code inside a 200 names a server-side or capacity problem: Google status
     names, HTTP statuses, or gRPC canonical code numbers."""
-    if isinstance(code, int) and not isinstance(code, bool):
-        return status_is_retryable(code) if code >= 100 else code in _RETRYABLE_GRPC_CODES
-    return code_is_retryable(text(code))
+    number = integer(code)
+    if number is None:
+        return code_is_retryable(text(code))
+    return status_is_retryable(number) if number >= 100 else number in _RETRYABLE_GRPC_CODES
 
 
 def parse_interaction(body: Mapping[str, Any]) -> ParsedReply:

@@ -16,7 +16,7 @@ from providers.gemini_interactions.reply import (
     parse_interaction,
     signed,
 )
-from providers.payload import items, joined, obj, text
+from providers.payload import integer, items, joined, obj, text
 from providers.streaming import ArgumentBuffer
 
 
@@ -108,11 +108,6 @@ class InteractionsStream:
         if status and status not in PROGRESS_STATUSES:
             self._reported = status
 
-    @staticmethod
-    def _index(data: Mapping[str, Any]) -> int | None:
-        index = data.get("index")
-        return index if isinstance(index, int) and not isinstance(index, bool) else None
-
     def _open(self, index: int | None, step: Mapping[str, Any]) -> _Slot:
         slot = _Slot(step, self._max_bytes)
         self._slots.append(slot)
@@ -120,13 +115,13 @@ class InteractionsStream:
         return slot
 
     def _start(self, data: Mapping[str, Any]) -> str | None:
-        slot = self._open(self._index(data), obj(data.get("step")))
+        slot = self._open(integer(data.get("index")), obj(data.get("step")))
         return text(slot.step.get("name")) if slot.kind == "function_call" else None
 
     def _delta(self, data: Mapping[str, Any]) -> None:
         delta = obj(data.get("delta"))
         kind = text(delta.get("type"))
-        index = self._index(data)
+        index = integer(data.get("index"))
         slot = self._by_index.get(index)
         if slot is None:
             implied = _DELTA_STEP.get(kind or "")

@@ -8,7 +8,7 @@ from typing import Any
 
 from providers.base import Outcome, ParsedReply, Usage
 from providers.openai_chat.reply import REVISION, USAGE, classify, failure_in_200
-from providers.payload import items, joined, obj, text
+from providers.payload import integer, items, joined, obj, text
 from providers.streaming import ArgumentBuffer
 
 
@@ -91,9 +91,7 @@ class ChatStream:
             self._reasoning.append(delta["reasoning_content"])
         note = None
         for fragment in items(delta.get("tool_calls")):
-            index = fragment.get("index")
-            key = index if isinstance(index, int) and not isinstance(index, bool) else None
-            note = self._tool_call(key, fragment) or note
+            note = self._tool_call(integer(fragment.get("index")), fragment) or note
         legacy = obj(delta.get("function_call"))
         if legacy:
             if self._legacy is None:

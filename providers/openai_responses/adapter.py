@@ -31,8 +31,8 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     def build_request(
         self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
     ) -> dict[str, Any]:
-        # store=False keeps no state at the provider; the encrypted reasoning content lets the
-        # next request replay reasoning items without it.
+        """The Responses body. ``store: false`` keeps no state at the provider; the encrypted
+        reasoning content lets the next request replay reasoning items without it."""
         return {
             "model": model,
             "input": list(conversation),
