@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from providers.anthropic_messages import AnthropicMessagesAdapter
+from providers.anthropic_messages.rules import request_error
 from providers.base import Outcome, ParsedReply, ToolDeclaration, ToolResultMessage, WireReply
+from providers.replay import ReplayTransport
 from providers.streaming import OVERFLOW_MARKER
-from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 from toolcalls.demo.scenario import bundled_path
@@ -138,7 +139,7 @@ def _continue(
 
 
 def _error_text(request: dict[str, Any], previous: ParsedReply) -> str | None:
-    problem = ADAPTER.request_error(request=request, previous=previous)
+    problem = request_error(request=request, previous=previous)
     if problem is None:
         return None
     assert problem.kind == "http_error" and problem.http_status == 400
@@ -340,8 +341,8 @@ def test_a_left_out_assistant_turn_leaves_the_calls_unanswered() -> None:
 
 def test_the_400_is_deterministic_and_reads_as_a_permanent_failure() -> None:
     request, parsed = _continue(_two_calls(), [])
-    first = ADAPTER.request_error(request=request, previous=parsed)
-    again = ADAPTER.request_error(request=copy.deepcopy(request), previous=parsed)
+    first = request_error(request=request, previous=parsed)
+    again = request_error(request=copy.deepcopy(request), previous=parsed)
     assert first is not None and first == again
     failure = ADAPTER.parse_reply(first)
     assert failure.outcome is Outcome.API_FAILURE

@@ -16,11 +16,12 @@ from providers.base import (
     ToolResultMessage,
     WireReply,
 )
-from providers.gemini_generate import (
+from providers.gemini_generate import GeminiGenerateAdapter
+from providers.gemini_generate.rules import (
     CALL_NOT_AFTER_USER,
     COUNT_MISMATCH,
     RESPONSE_NOT_AFTER_CALL,
-    GeminiGenerateAdapter,
+    request_error,
 )
 from providers.streaming import OVERFLOW_MARKER
 from tests.conftest import FIXTURES, REPO
@@ -321,7 +322,7 @@ def test_results_follow_call_order_with_ids_echoed_and_synthesized_ids_left_out(
         ],
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 # --- request_error ---------------------------------------------------------------------------
@@ -345,7 +346,7 @@ def response_turn(*answers: tuple[str | None, str]) -> dict[str, Any]:
 
 
 def error_text(contents: list[dict[str, Any]], previous: ParsedReply = PREVIOUS) -> str | None:
-    problem = ADAPTER.request_error(request={"contents": contents}, previous=previous)
+    problem = request_error(request={"contents": contents}, previous=previous)
     if problem is None:
         return None
     assert problem.kind == "http_error" and problem.http_status == 400
@@ -618,7 +619,7 @@ def test_bundled_scenario_replays_with_synthesized_ids(
             model=scenario["model"], conversation=conversation, tools=[]
         )
         if previous is not None:
-            assert ADAPTER.request_error(request=request, previous=previous) is None
+            assert request_error(request=request, previous=previous) is None
         parsed = previous = ADAPTER.parse_reply(WireReply.from_case(reply))
         seen.append(parsed.outcome.value)
         if parsed.outcome is not Outcome.TOOL_PROPOSALS:

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 
 from providers.base import Outcome, ParsedReply, ToolDeclaration, ToolResultMessage, WireReply
-from providers.gemini_interactions import (
+from providers.gemini_interactions import GeminiInteractionsAdapter
+from providers.gemini_interactions.rules import (
     COUNT_MISMATCH,
     INVALID_ARGUMENT,
     INVALID_INPUT,
-    NOT_AFTER_CALL,
-    GeminiInteractionsAdapter,
+    RESPONSE_NOT_AFTER_CALL,
+    request_error,
     unknown_call_message,
 )
+from providers.replay import ReplayTransport
 from providers.streaming import OVERFLOW_MARKER
-from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 
@@ -180,7 +181,7 @@ def test_results_follow_the_replayed_steps_with_matching_call_ids() -> None:
         for n, call in enumerate(reversed(case["expect"]["calls"]))
     ]
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
     json.dumps(request)  # the stored conversation is plain JSON
 
 
@@ -201,7 +202,7 @@ def _previous() -> ParsedReply:
 
 def _problem(steps: list[dict[str, Any]]) -> str | None:
     user = ADAPTER.start_conversation(user_input="x")
-    reply = ADAPTER.request_error(request={"input": [*user, *steps]}, previous=_previous())
+    reply = request_error(request={"input": [*user, *steps]}, previous=_previous())
     if reply is None:
         return None
     assert reply.kind == "http_error"
@@ -254,10 +255,10 @@ def test_request_error_result_for_an_unknown_call() -> None:
 def test_request_error_misplaced_results() -> None:
     steps = [thought(), output("Checking."), call("a1", "get_order"), fr("a1")]
     steps += [call("b2", "get_order"), fr("b2")]
-    assert _problem(steps) == NOT_AFTER_CALL
+    assert _problem(steps) == RESPONSE_NOT_AFTER_CALL
     user = {"type": "user_input", "content": [{"type": "text", "text": "and?"}]}
-    assert _problem([*PREVIOUS_STEPS, user, fr("a1"), fr("b2")]) == NOT_AFTER_CALL
-    assert _problem([fr("a1"), *PREVIOUS_STEPS, fr("b2")]) == NOT_AFTER_CALL
+    assert _problem([*PREVIOUS_STEPS, user, fr("a1"), fr("b2")]) == RESPONSE_NOT_AFTER_CALL
+    assert _problem([fr("a1"), *PREVIOUS_STEPS, fr("b2")]) == RESPONSE_NOT_AFTER_CALL
 
 
 def test_request_error_thought_signature_must_come_back_unchanged_and_first() -> None:
@@ -299,9 +300,9 @@ def test_synthesized_ids_are_stable_unique_and_never_sent() -> None:
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
     assert all("call_id" not in step for step in conversation[3:])
     assert all("id" not in step for step in conversation if step["type"] == "function_call")
-    assert ADAPTER.request_error(request={"input": conversation}, previous=first) is None
+    assert request_error(request={"input": conversation}, previous=first) is None
     short = {"input": conversation[:-1]}
-    problem = ADAPTER.request_error(request=short, previous=first)
+    problem = request_error(request=short, previous=first)
     assert problem is not None and problem.body["error"]["message"] == COUNT_MISMATCH
 
 
@@ -591,7 +592,7 @@ def test_streamed_reply_round_trips_through_request_error() -> None:
         results=[result(call.call_id, call.name) for call in parsed.calls],
     )
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
     assert conversation[1]["signature"] == case["events"][1]["data"]["step"]["signature"]
     assert conversation[2]["arguments"] == case["expect"]["calls"][0]["arguments"]
 

@@ -9,6 +9,7 @@ import pytest
 
 from providers.base import Outcome, ToolDeclaration, ToolResultMessage, WireReply
 from providers.openai_responses import OpenAIResponsesAdapter
+from providers.openai_responses.rules import request_error
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 from tests.replies import call, response
@@ -118,7 +119,7 @@ def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
         call_id: {"status": "ok", "data": {"n": n}} for n, call_id in enumerate(reversed(proposed))
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> str | None:
@@ -129,7 +130,7 @@ def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> s
         {"type": "function_call", "call_id": c, "name": "x", "arguments": "{}"} for c in extra_calls
     ]
     items += [{"type": "function_call_output", "call_id": c, "output": "{}"} for c in outputs]
-    problem = ADAPTER.request_error(request={"input": items}, previous=parsed)
+    problem = request_error(request={"input": items}, previous=parsed)
     if problem is None:
         return None
     assert problem.http_status == 400
@@ -269,10 +270,10 @@ def test_function_call_replayed_without_its_reasoning_item_is_refused() -> None:
     call_id = parsed.calls[0].call_id
     answer = {"type": "function_call_output", "call_id": call_id, "output": "{}"}
     without = {"input": [output[1], answer]}
-    problem = ADAPTER.request_error(request=without, previous=parsed)
+    problem = request_error(request=without, previous=parsed)
     assert problem is not None
     assert problem.body["error"]["message"] == (
         f"Item '{output[1]['id']}' of type 'function_call' was provided without its required "
         f"'reasoning' item: '{output[0]['id']}'."
     )
-    assert ADAPTER.request_error(request={"input": [*output, answer]}, previous=parsed) is None
+    assert request_error(request={"input": [*output, answer]}, previous=parsed) is None

@@ -14,7 +14,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
-from providers.transports import REPLY_SCHEMA
+from providers.replay import REPLY_SCHEMA
 from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
 from toolcalls.storage import storable
