@@ -59,7 +59,7 @@ def test_an_approval_past_its_ttl_expires_without_anyone_running_the_sweep(
 ) -> None:
     settings.CALLGATE_APPROVAL_TTL_S = 1
     operation = start(demo, bundled_replies("refund_approve"))
-    wait_for(lambda: _state(operation, OperationState.WAITING_APPROVAL), what="the refund to park")
+    wait_for(lambda: operation.approvals.exists(), what="the refund to park")
     approval = ApprovalRequest.objects.get(operation=operation)
 
     def expired() -> bool:
