@@ -73,8 +73,9 @@ def database(url_variable: str, default: str) -> dict[str, Any]:
     """The ``DATABASES`` entry read from ``url_variable``.
 
     SQLite (the embedded demo): every transaction takes SQLite's write lock when it begins (so
-    concurrent requests queue, as row locks make them on PostgreSQL, instead of failing with
-    "database is locked" half-way), waits up to 20 s for it, and readers never wait (WAL).
+    concurrent requests and the in-process worker's thread queue, as row locks make them on
+    PostgreSQL, instead of failing with "database is locked" half-way), waits up to 20 s for it,
+    and readers never wait (WAL).
 
     PostgreSQL: connections are kept for ``DATABASE_CONN_MAX_AGE`` seconds (default 60) and
     checked before reuse. Celery closes a worker's connection after every task otherwise, and
@@ -148,9 +149,11 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
 
 # --- Celery -------------------------------------------------------------------------------------
-# An empty broker URL means "no broker": tasks run in-process, right after the commit that
-# enqueued them (the embedded demo). With Redis, the database stays the source of truth and the
-# broker only carries wake-ups, so losing a message delays work but never loses it.
+# An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit
+# that enqueued them, on the serving process's own worker thread, delays and the beat schedule
+# honoured (config.inprocess_worker), or inline in a management command. With Redis, the database
+# stays the source of truth and the broker only carries wake-ups, so losing a message delays work
+# but never loses it.
 CELERY_TASK_ALWAYS_EAGER = not env("CELERY_BROKER_URL", default="")
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True

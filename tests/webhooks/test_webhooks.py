@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.services import approval_decide
+from tests.api.support import READ, WRITE, create_body, keyed_client, post
 from tests.conftest import wait_for
 from tests.engine import bundled_replies, operator, start
 from tests.factories import OperationFactory, TenantFactory, UserFactory
@@ -53,11 +54,13 @@ class Received:
 
 class Receiver:
     """An HTTP server in a thread: records every POST and answers the next scripted status
-    (``statuses``), 200 once the script is used up."""
+    (``statuses``), 200 once the script is used up; while ``gate`` is set, not before ``gate``
+    opens (at most 60 s)."""
 
     def __init__(self) -> None:
         self.received: list[Received] = []
         self.statuses: list[int] = []
+        self.gate: threading.Event | None = None
         self._lock = threading.Lock()
         receiver = self
 
@@ -69,6 +72,8 @@ class Receiver:
                         Received({k.lower(): v for k, v in self.headers.items()}, body)
                     )
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
+                if receiver.gate is not None:
+                    receiver.gate.wait(60)
                 reply = b"busy" if status >= 500 else b""
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(reply)))
@@ -590,6 +595,62 @@ def test_admin_refuses_a_private_endpoint_url_when_private_is_off(settings: Any)
     assert client.post(add, form).status_code == 302
     saved = WebhookEndpoint.objects.get()
     assert saved.events == ["approval.decided"] and len(saved.secret) == 64
+
+
+# --- The embedded mode's in-process worker ------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("inprocess_worker")
+def test_in_process_a_failed_delivery_is_retried_after_its_backoff(receiver: Receiver) -> None:
+    began = time.monotonic()
+    operation = OperationFactory.create()
+    hook = endpoint(operation.tenant, receiver.url)
+    receiver.statuses = [500]
+    record(operation, "MODEL_REQUESTED", "PENDING")
+    wait_for(
+        lambda: hook.deliveries.filter(state=D.DELIVERED).exists(), what="the retried delivery"
+    )
+    assert time.monotonic() - began >= 1.5  # the first backoff: 2 s, less at most 25 % jitter
+    delivery = hook.deliveries.get()
+    assert (delivery.attempts, delivery.last_status_code) == (2, 200)
+    first, second = receiver.received
+    assert first.body == second.body
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("inprocess_worker")
+def test_in_process_a_request_returns_without_waiting_for_a_slow_receiver(
+    demo, receiver: Receiver, settings: Any
+) -> None:
+    settings.CALLGATE_WEBHOOK_TIMEOUT_S = 60.0
+    # The receiver answers nothing before the gate opens: 15 s from now, or when the test says.
+    receiver.gate = threading.Event()
+    opener = threading.Timer(15.0, receiver.gate.set)
+    opener.start()
+    hook = endpoint(demo.tenant, receiver.url)
+    client = keyed_client(demo.tenant, READ, WRITE)[0]
+    try:
+        began = time.monotonic()
+        response = post(client, "/operations", create_body("refund_approve"))
+        took_s = time.monotonic() - began
+        wait_for(lambda: receiver.received, what="a delivery to reach the receiver")
+    finally:
+        opener.cancel()
+        receiver.gate.set()
+    assert response.status_code == 201, response.content
+    assert took_s < 10.0  # sending even one delivery in the request would have taken 15 s
+    operation = Operation.objects.get(public_id=response.json()["id"])
+    wait_for(lambda: operation.approvals.exists(), what="the refund to park")
+
+    def all_delivered() -> bool:
+        events = operation.events.filter(kind__in=EVENT_TYPES)
+        deliveries = hook.deliveries.all()
+        return len(deliveries) == events.count() and all(d.state == D.DELIVERED for d in deliveries)
+
+    wait_for(all_delivered, what="every delivery")
+    sequences = [p["sequence"] for p in receiver.payloads()]
+    assert sequences == sorted(set(sequences))
 
 
 # --- End to end ---------------------------------------------------------------------------------
