@@ -15,7 +15,7 @@ from approvals.forms import DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.services import DECIDE_PERMISSION, ApprovalError, approval_decide
 from toolcalls import registry
-from toolcalls.console.http import AuthenticatedHttpRequest, refusals_shown
+from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.models import Tenant
 from toolcalls.states import ApprovalState
 
@@ -24,7 +24,7 @@ DECISIONS = ("approve", "deny")
 
 def _approval(request: AuthenticatedHttpRequest, public_id: str) -> ApprovalRequest:
     try:
-        return selectors.approval_get(user=request.user, public_id=public_id)
+        return selectors.approval_get(user=request.user, public_id=id_or_404(public_id))
     except ApprovalRequest.DoesNotExist:
         raise Http404("No such approval in your tenants.") from None
 

@@ -1,5 +1,6 @@
-"""Request typing for views behind ``login_required``, and the console's one mapping of
-:class:`~toolcalls.errors.CallgateError` to what a person sees."""
+"""Request typing for views behind ``login_required``, the console's one mapping of
+:class:`~toolcalls.errors.CallgateError` to what a person sees, and its check of IDs taken from
+URLs."""
 
 from collections.abc import Callable
 from functools import wraps
@@ -7,10 +8,11 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from toolcalls.errors import CallgateError
+from toolcalls.storage import storable
 
 
 class AuthenticatedHttpRequest(HttpRequest):
@@ -38,3 +40,11 @@ def refusals_shown(page: str) -> Callable[[View], View]:
         return run
 
     return decorate
+
+
+def id_or_404(value: str) -> str:
+    """``value`` (an ID from a URL) if the database could hold it; raises ``Http404`` for one
+    holding a NUL or a lone surrogate, which names nothing and would fail the query (a 500)."""
+    if storable(value) != value:
+        raise Http404("No such ID.")
+    return value

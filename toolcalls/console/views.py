@@ -12,19 +12,20 @@ from django.views.decorators.http import require_POST
 from toolcalls import selectors
 from toolcalls.console.diagram import operation_diagram
 from toolcalls.console.forms import ExtendForm, ResolveForm, StopForm
-from toolcalls.console.http import AuthenticatedHttpRequest, refusals_shown
+from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.console.search import operation_search
 from toolcalls.models import Operation
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.reconcile import call_resolve
 from toolcalls.states import OperationState
+from toolcalls.storage import storable
 
 RESOLVE_PERMISSION = "toolcalls.resolve_operation"
 
 
 def _operation(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
     try:
-        return selectors.operation_get(user=request.user, public_id=public_id)
+        return selectors.operation_get(user=request.user, public_id=id_or_404(public_id))
     except Operation.DoesNotExist:
         raise Http404("No such operation in your tenants.") from None
 
@@ -113,7 +114,7 @@ def call_resolve_view(
     request: AuthenticatedHttpRequest, public_id: str, call_public_id: str
 ) -> HttpResponse:
     operation = _act(request, public_id)
-    call = get_object_or_404(operation.calls, public_id=call_public_id)
+    call = get_object_or_404(operation.calls, public_id=id_or_404(call_public_id))
     form = ResolveForm(request.POST)
     if not form.is_valid():
         return _refused(request, operation, "Choose what happened.")
@@ -128,8 +129,12 @@ def call_resolve_view(
 
 @login_required
 def search(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Find an operation by any ID; one match goes straight to it."""
+    """Find an operation by any ID; one match goes straight to it. Text no ID can hold (a NUL,
+    a lone surrogate) is answered with a message instead of a search."""
     query = request.GET.get("q", "").strip()[:200]
+    if storable(query) != query:
+        error = "Search text cannot contain NUL characters; nothing was searched."
+        return render(request, "toolcalls/search.html", {"query": "", "error": error})
     results = operation_search(user=request.user, query=query)
     if len(results) == 1:
         return redirect("operations:detail", public_id=results[0][0].public_id)
