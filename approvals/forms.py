@@ -9,6 +9,12 @@ from django import forms
 
 from toolcalls.registry import RISKS
 
+#: Deepest edited arguments accepted, as the API accepts in a body: tool arguments nest a few
+#: levels, and validating and canonicalizing recurse, so a deeper value would end in
+#: RecursionError (a 500) instead of a message.
+MAX_ARGUMENT_DEPTH = 64
+_TOO_DEEP = f"The arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
+
 
 class DecisionForm(forms.Form):
     """Approve (optionally with edited arguments) or deny (with a reason for the model)."""
@@ -39,11 +45,29 @@ class DecisionForm(forms.Form):
             return None
         try:
             value = json.loads(text)
+        except RecursionError:  # the parser's own limit, far above ours
+            raise forms.ValidationError(_TOO_DEEP) from None
         except ValueError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("The arguments must be one JSON object.")
+        if _nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
+            raise forms.ValidationError(_TOO_DEEP)
         return None if value == json.loads(self.original or "null") else value
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON holds more than ``limit`` nested objects and arrays. Iterative, as
+    the depth is the client's choice."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack += [(child, depth + 1) for child in children]
+    return False
 
 
 class QueueFilterForm(forms.Form):

@@ -16,7 +16,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide, decision_refusal
 from approvals.states import ApprovalState
 from toolcalls import registry
-from toolcalls.http import AuthenticatedHttpRequest
+from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.models import Tenant
 
 DECISIONS = ("approve", "deny")
@@ -24,7 +24,7 @@ DECISIONS = ("approve", "deny")
 
 def _approval(request: AuthenticatedHttpRequest, public_id: str) -> ApprovalRequest:
     try:
-        return selectors.approval_get(user=request.user, public_id=public_id)
+        return selectors.approval_get(user=request.user, public_id=id_or_404(public_id))
     except ApprovalRequest.DoesNotExist:
         raise Http404("No such approval in your tenants.") from None
 
@@ -80,6 +80,7 @@ def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@refusals_shown("approvals:detail")
 def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> HttpResponse:
     if decision not in DECISIONS:
         raise Http404("Unknown decision.")
@@ -101,15 +102,14 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
                 arguments=form.cleaned_data.get("arguments"),
             )
         except ApprovalError as exc:
-            if exc.code == "invalid_edit":
-                form.add_error("arguments", exc.message)
-                return render(
-                    request,
-                    "approvals/decide.html",
-                    {"approval": approval, "decision": decision, "form": form},
-                )
-            messages.error(request, exc.message)
-            return redirect("approvals:detail", public_id=public_id)
+            if exc.code != "invalid_edit":
+                raise  # shown on the approval page by refusals_shown
+            form.add_error("arguments", exc.message)
+            return render(
+                request,
+                "approvals/decide.html",
+                {"approval": approval, "decision": decision, "form": form},
+            )
         edited = " with edited arguments" if form.cleaned_data.get("arguments") else ""
         verb = "Approved" if decision == "approve" else "Denied"
         messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")
@@ -121,13 +121,3 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         "arguments_pretty": _pretty(approval.canonical_arguments),
     }
     return render(request, "approvals/decide.html", context)
-
-
-@login_required
-def search(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Find an operation by any ID; one match goes straight to it."""
-    query = request.GET.get("q", "").strip()[:200]
-    results = selectors.operation_search(user=request.user, query=query)
-    if len(results) == 1:
-        return redirect("operations:detail", public_id=results[0][0].public_id)
-    return render(request, "approvals/search.html", {"query": query, "results": results})

@@ -1,17 +1,55 @@
 """The Celery application.
 
 Settings come from Django settings under the ``CELERY_`` namespace (``config/settings/base.py``);
-with no broker configured, tasks run in-process (the embedded demo default).
+with no broker configured, tasks run in-process (the embedded demo default): on the process's
+in-process worker when one runs (``config.inprocess_worker``), else inline.
 """
 
 import os
 from typing import Any
 
+import celery
 from celery import Celery, signals
+
+from config import inprocess_worker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
-app = Celery("callgate")
+
+class Task(celery.Task):
+    """Every Callgate task. While this process runs an in-process worker (the embedded mode),
+    sending a task hands it to that worker, ``countdown`` or ``eta`` included; otherwise this
+    is Celery's own ``apply_async``, unchanged."""
+
+    def apply_async(
+        self,
+        args: Any = None,
+        kwargs: Any = None,
+        task_id: str | None = None,
+        producer: Any = None,
+        link: Any = None,
+        link_error: Any = None,
+        shadow: str | None = None,
+        **options: Any,
+    ) -> Any:
+        worker = inprocess_worker.running()
+        if worker is None:
+            return super().apply_async(
+                args, kwargs, task_id, producer, link, link_error, shadow, **options
+            )
+        task_id = task_id or celery.uuid()
+        worker.submit(
+            self,
+            tuple(args or ()),
+            dict(kwargs or {}),
+            task_id=task_id,
+            countdown=options.get("countdown"),
+            eta=options.get("eta"),
+        )
+        return self.AsyncResult(task_id)
+
+
+app = Celery("callgate", task_cls=Task)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

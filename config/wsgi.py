@@ -1,9 +1,19 @@
-"""WSGI entry point (``gunicorn config.wsgi``)."""
+"""WSGI entry point (``gunicorn config.wsgi``; ``runserver`` loads it in the process that serves).
+
+Without a broker (the embedded mode), the serving process also starts the in-process worker that
+runs tasks and the periodic sweeps in time (``config.inprocess_worker``).
+"""
 
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
+
+from config import celery_app, inprocess_worker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 application = get_wsgi_application()
+
+if settings.CELERY_TASK_ALWAYS_EAGER:
+    inprocess_worker.start(app=celery_app, schedule=settings.CELERY_BEAT_SCHEDULE)

@@ -1,6 +1,8 @@
 """Strict decoding of argument text: exactly one JSON object, never repaired or coerced.
 
-Rule source: ``shared/fixtures/README.md`` ("calls" → "arguments").
+Providers that send arguments as text (OpenAI's ``arguments``, streamed deltas everywhere)
+promise a JSON object; anything else is the model's mistake, reported as an argument error for
+the dispatcher to reject, never guessed at.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ def decode_arguments(raw: str | None) -> tuple[dict[str, Any] | None, bool]:
     if not isinstance(value, dict):
         return None, True
     return value, False
+
+
+def decode_argument_text(value: Any) -> tuple[dict[str, Any] | None, bool]:
+    """:func:`decode_arguments` for a field that should hold argument text: a value that is not
+    a string at all (a number, an object) is ``(None, True)``; a missing one is ``({}, False)``."""
+    if value is not None and not isinstance(value, str):
+        return None, True
+    return decode_arguments(value)
 
 
 def is_cut_off(raw: str | None) -> bool:

@@ -14,7 +14,24 @@ from typing import Any, Protocol
 
 
 class Outcome(enum.StrEnum):
-    """What one model reply means for the loop (``shared/fixtures/README.md``, "classify")."""
+    """What one model reply means for the loop.
+
+    Every family classifies in the same order; the first that applies decides:
+
+    1. an HTTP error, or a failure reported inside an HTTP 200 (a stream error event, a failed
+       response object): API_FAILURE;
+    2. a stream that ended before its family's completion marker: TRUNCATED;
+    3. a refusal or safety block: REFUSAL;
+    4. a limit cut the reply, or a call's argument text stops mid-document: TRUNCATED;
+    5. a turn the provider paused and continues when it is sent back: PAUSED;
+    6. a reason the family marks as unusable, or one it does not know: MALFORMED;
+    7. calls in a reply that ended normally: TOOL_PROPOSALS;
+    8. text with an explicit completion: FINAL_TEXT;
+    9. anything else (a normal ending with neither text nor calls): MALFORMED.
+
+    A call whose arguments are not one JSON object does not change the outcome; the call
+    carries ``arguments_error`` and the dispatcher rejects it.
+    """
 
     FINAL_TEXT = "FINAL_TEXT"
     TOOL_PROPOSALS = "TOOL_PROPOSALS"
@@ -125,6 +142,15 @@ class ToolDeclaration:
     description: str
     parameters: Mapping[str, Any]
 
+    def declared(self, schema_field: str = "parameters") -> dict[str, Any]:
+        """``{"name", "description", schema_field: parameters}``, the core every family's tool
+        declaration wraps or extends (the schema under the family's own field name)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            schema_field: dict(self.parameters),
+        }
+
 
 @dataclass(frozen=True)
 class ToolResultMessage:
@@ -165,10 +191,13 @@ class StreamAssembler(Protocol):
 
 
 class ProviderAdapter(Protocol):
-    """What the engine needs from one API family (DESIGN.md §10).
+    """What the engine needs from one API family (each family's ``adapter`` module, on the
+    skeleton of :class:`providers.adapter.FamilyAdapter`).
 
     Adapters are stateless and pure: no I/O, no clock, no randomness, so re-parsing the same
-    payload yields the same calls and IDs.
+    payload yields the same calls and IDs. The provider's own rules for the next request are not
+    part of the adapter: they live in the family's ``rules`` module, which only the replay
+    transport reads.
     """
 
     provider: str
@@ -206,13 +235,4 @@ class ProviderAdapter(Protocol):
         self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
     ) -> list[Any]:
         """Return ``conversation`` plus one result per call, shaped as the provider wants."""
-        ...
-
-    def request_error(
-        self, *, request: Mapping[str, Any], previous: ParsedReply
-    ) -> WireReply | None:
-        """The provider's own HTTP 400 when ``request`` breaks the provider's rules for continuing
-        from ``previous`` (every call answered exactly once and nothing extra, results placed
-        and shaped as required, continuation items sent back); ``None`` when it is acceptable.
-        Used by the replay transport and the local replay server."""
         ...

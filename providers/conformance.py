@@ -1,4 +1,9 @@
-"""Check an adapter against wire-fixture cases (format: ``shared/fixtures/README.md``).
+"""Check an adapter against wire-fixture cases.
+
+A case is one JSON file: a reply as :meth:`providers.base.WireReply.from_case` reads it, its
+``family``, an ``id``, and an ``expect`` block naming what the adapter must make of it
+(``outcome``, ``raw_reason``, ``response_id``, ``text``, ``calls``, and where they apply
+``retryable``, ``retry_after_s``, ``usage``, ``continuation``).
 
 Used by the conformance tests and by ``manage.py check_wire_fixtures``.
 """

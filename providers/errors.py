@@ -1,8 +1,12 @@
 """How provider failures are classified: retryable or permanent, and how long to wait.
 
-Sources: ``shared/fixtures/README.md`` ("Retrying") and the official SDKs' ``_should_retry``
-(openai-python / anthropic-sdk-python ``_base_client.py``), summarised in
-``shared/reference/provider-wire-notes.md`` §6.
+Sources: the official SDKs' ``_should_retry`` (openai-python / anthropic-sdk-python
+``_base_client.py``: 408, 409, 429 and 5xx, ``retry-after-ms`` then ``retry-after``), OpenAI
+"Error codes" (https://platform.openai.com/docs/guides/error-codes: ``insufficient_quota`` is a
+spent quota, not a rate), Anthropic "Errors" (https://platform.claude.com/docs/en/api/errors: 529
+``overloaded_error``), and Google's "Troubleshooting guide"
+(https://ai.google.dev/gemini-api/docs/troubleshooting) with ``google.rpc.RetryInfo``
+(https://cloud.google.com/apis/design/errors).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ authentication, base URL, timeouts and HTTP. Raw access matters: the SDKs' typed
 on incomplete streams (``Didn't receive a response.completed event``) and would hide TRUNCATED,
 so non-streamed replies are read as raw JSON (``with_raw_response``) and streamed ones as raw SSE
 lines (``with_streaming_response``), decoded by :mod:`providers.sse`. SDK retries are off: the
-engine retries with its own bounded backoff. SDK entry points: wire notes §7.
+engine retries with its own bounded backoff. SDK entry points and base-URL options: the SDKs'
+READMEs (openai-python, anthropic-sdk-python: ``base_url``, ``max_retries``, ``timeout``,
+``with_raw_response``, ``with_streaming_response``; google-genai: ``types.HttpOptions``).
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ class GoogleTransport:
     The SDK's typed ``generate_content`` re-serialises requests into its own types and cannot
     hand back raw streamed events, so requests go through the client's authenticated API client
     (``client._api_client``: the same object the typed methods use), which returns raw bodies and
-    the raw event stream. Interactions use the same base URL and API version (wire notes §7).
+    the raw event stream. Interactions use the same base URL and API version (``v1beta``).
     """
 
     name = "live"

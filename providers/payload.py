@@ -29,6 +29,11 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def integer(value: Any) -> int | None:
+    """``value`` if it is a JSON integer (``True`` and ``False`` are not), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 #: Larger "token counts" are not counts; they would not fit a turn's 32-bit column either.
 MAX_COUNT = 2**31 - 1
 

@@ -1,4 +1,4 @@
-"""Server-sent events, both directions, in the shape the fixtures use:
+"""Server-sent events, both directions, in the shape :class:`providers.base.WireReply` stores:
 ``{"event": name | None, "data": parsed JSON, or the literal string "[DONE]"}``.
 
 Parsing follows the WHATWG event-stream rules for what providers send (``event:`` and ``data:``

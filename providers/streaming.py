@@ -1,4 +1,4 @@
-"""Shared pieces of streamed-reply assembly (seeds 000 "Streaming calls").
+"""Shared pieces of streamed-reply assembly.
 
 Fragments are correlated by the provider's identifiers inside each family's assembler; this
 module bounds how much argument text one call may accumulate and drives an assembler over a

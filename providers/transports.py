@@ -1,8 +1,7 @@
-"""How a request reaches a provider and a reply comes back.
+"""How a request reaches a provider and a reply comes back: the transport interface.
 
-``ReplayTransport`` serves scripted wire payloads in order (the embedded default and the tests).
-It is stateless: the caller passes ``sequence``, the number of replies already recorded for the
-operation, so any worker can serve the next reply and a retried request gets the same one.
+Two kinds implement it: ``providers.replay.ReplayTransport`` (scripted wire payloads; the
+embedded default and the tests) and the live transports of ``providers.live`` (the official SDKs).
 """
 
 from __future__ import annotations
@@ -10,42 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from providers.base import Outcome, ProviderAdapter, ToolResultMessage, WireReply
-from providers.errors import TransportError
-
-_REPLY: dict[str, Any] = {
-    "type": "object",
-    "required": ["kind", "http_status"],
-    "properties": {
-        "kind": {"enum": ["response", "stream", "http_error"]},
-        "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-        "body": {},
-        "events": {"type": "array", "items": {"type": "object", "required": ["event", "data"]}},
-    },
-    "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
-}
-_BRANCHING_REPLY: dict[str, Any] = {
-    "type": "object",
-    "required": ["after_results"],
-    "additionalProperties": False,
-    "properties": {
-        "after_results": {
-            "type": "object",
-            "required": ["ok", "error"],
-            "additionalProperties": False,
-            "properties": {"ok": _REPLY, "error": _REPLY},
-        }
-    },
-}
-#: JSON Schema (Draft 2020-12) of one scripted reply of :class:`ReplayTransport`: a fixture-format
-#: case (``kind``, ``http_status``, ``headers``, ``body`` or ``events``) or a reply that branches
-#: on the results it was sent (``after_results``).
-REPLY_SCHEMA: dict[str, Any] = {
-    "if": {"required": ["after_results"]},
-    "then": _BRANCHING_REPLY,
-    "else": _REPLY,
-}
+from providers.base import ToolResultMessage, WireReply
 
 #: Called with each streamed event as it arrives, for progress reporting only.
 OnEvent = Callable[[Mapping[str, Any]], None]
@@ -72,65 +36,3 @@ class ModelTransport(Protocol):
         results the request carries (a scripted model may branch on them; providers read the
         body)."""
         ...
-
-
-class ReplayTransport:
-    """Replays a scenario's ``replies`` (fixture-format mappings) one per request.
-
-    A reply may instead be ``{"after_results": {"ok": case, "error": case}}``: the scripted model
-    then answers with ``error`` when any result it was just sent is an error envelope (a denied
-    approval, a failed tool) and with ``ok`` otherwise.
-
-    Before serving reply *n* it checks the request against the last non-failure reply before
-    *n* (any variant of it) with ``adapter.request_error`` and answers a request that breaks
-    the provider's rules with that provider's own HTTP 400. A request past the last reply raises
-    ``TransportError(code="scenario_exhausted")``.
-    """
-
-    name = "replay"
-    sdk_version = ""
-
-    def __init__(self, *, adapter: ProviderAdapter, replies: Sequence[Mapping[str, Any]]) -> None:
-        self._adapter = adapter
-        self._replies = list(replies)
-
-    def send(
-        self,
-        *,
-        request: Mapping[str, Any],
-        sequence: int,
-        model: str = "",
-        on_event: OnEvent | None = None,
-        results: Sequence[ToolResultMessage] = (),
-    ) -> WireReply:
-        if sequence >= len(self._replies):
-            raise TransportError(
-                f"scenario exhausted: request #{sequence + 1} but the scenario has only "
-                f"{len(self._replies)} {'reply' if len(self._replies) == 1 else 'replies'}",
-                code="scenario_exhausted",
-                retryable=False,
-            )
-        problem = self._pairing_problem(request, sequence)
-        if problem:
-            return problem
-        variants = _variants(self._replies[sequence])
-        branch = "error" if any(result.is_error for result in results) else "ok"
-        return WireReply.from_case(variants.get(branch) or next(iter(variants.values())))
-
-    def _pairing_problem(self, request: Mapping[str, Any], sequence: int) -> WireReply | None:
-        for earlier in reversed(self._replies[:sequence]):
-            previous = [
-                self._adapter.parse_reply(WireReply.from_case(case))
-                for case in _variants(earlier).values()
-            ]
-            if all(reply.outcome is Outcome.API_FAILURE for reply in previous):
-                continue
-            problems = [self._adapter.request_error(request=request, previous=p) for p in previous]
-            return None if None in problems else problems[0]
-        return None
-
-
-def _variants(reply: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The cases a scripted reply may answer with: itself, or its ``after_results`` branches."""
-    branches = reply.get("after_results")
-    return dict(branches) if isinstance(branches, Mapping) else {"ok": reply}

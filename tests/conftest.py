@@ -14,12 +14,13 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from config import inprocess_worker as worker_module
 from config.celery import app as celery_app
 from tests.live_server import ReplayServer
 
 REPO = Path(__file__).resolve().parents[1]
-#: Provider fixtures live outside the repository (``../shared/fixtures``); never copied in.
-FIXTURES = Path(os.environ.get("CALLGATE_FIXTURES_DIR", REPO.parent / "shared" / "fixtures"))
+#: The project's provider wire-format corpus (format: ``tests/fixtures/README.md``).
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def wait_for(predicate: Callable[[], object], *, timeout_s: float = 30.0, what: str = "") -> object:
@@ -41,6 +42,24 @@ def eager_tasks() -> Iterator[None]:
         yield
     finally:
         celery_app.conf.task_always_eager = False
+
+
+#: Seconds between the beat entries' runs on the in-process worker of the tests (30 s and 15 s in
+#: ``CELERY_BEAT_SCHEDULE``; a test should not wait for those).
+FAST_BEAT_S = 0.25
+
+
+@pytest.fixture
+def inprocess_worker(transactional_db) -> Iterator[worker_module.InProcessWorker]:  # type: ignore[no-untyped-def]
+    """The embedded mode's in-process worker (``config.inprocess_worker``), started as
+    ``config.wsgi`` starts it without a broker, with every beat entry due each
+    :data:`FAST_BEAT_S`; stopped after the test."""
+    schedule = {
+        name: {**entry, "schedule": FAST_BEAT_S}
+        for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+    }
+    yield worker_module.start(app=celery_app, schedule=schedule)
+    worker_module.stop()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from providers import sse
 from providers.base import WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
-from providers.transports import ReplayTransport
+from providers.replay import ReplayTransport
 
 _ROUTES = {
     "/v1/responses": "openai_responses",

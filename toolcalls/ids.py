@@ -1,4 +1,9 @@
-"""Public, prefixed identifiers shown to people and services (``op_…``, ``call_…``, ``apr_…``)."""
+"""Public, prefixed identifiers shown to people and services (``op_…``, ``tc_…``, ``apr_…``).
+
+Each prefix belongs to Callgate alone: a call's ID is ``tc_…`` because providers name their own
+call IDs ``call_…`` (OpenAI) or ``toolu_…`` (Anthropic), and those are kept as
+``provider_call_id``. Calls created before this prefix keep their ``call_…`` IDs (IDs are never
+rewritten: audit hashes and clients hold them)."""
 
 import secrets
 
@@ -13,8 +18,8 @@ def new_operation_id() -> str:
 
 
 def new_call_id() -> str:
-    """``call_`` + 24 hex characters: Callgate's ID of a call row (not the provider's call ID)."""
-    return _new("call")
+    """``tc_`` + 24 hex characters: Callgate's ID of a call row (not the provider's call ID)."""
+    return _new("tc")
 
 
 def new_approval_id() -> str:

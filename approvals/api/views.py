@@ -13,25 +13,14 @@ from rest_framework.response import Response
 
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
 from approvals.models import DECIDABLE, ApprovalRequest
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
-from toolcalls.api.errors import ApiError
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.views import ERRORS, READ, ApiCursor, ApiListView, ApiView, choice
 from toolcalls.registry import RISKS
 
 DECIDE = "approvals:decide"
-#: ApprovalError codes → HTTP status.
-_STATUS = {
-    "expired": 410,
-    "already_decided": 409,
-    "superseded": 409,
-    "self_approval": 403,
-    "not_permitted": 403,
-    "reason_required": 400,
-    "invalid_edit": 400,
-}
 
 
 class SoonestExpiry(ApiCursor):
@@ -112,16 +101,13 @@ class ApprovalDecideView(_Approvals):
     def post(self, request: Request, public_id: str) -> Response:
         approval = get_object_or_404(self.approvals(), public_id=public_id)
         data = self.validated(DecisionSerializer)
-        try:
-            approval_decide(
-                approval_pk=approval.pk,
-                actor=self.key().service_user,
-                audit_as=self.actor(),
-                approve=data["decision"] == "approve",
-                reason=data["reason"],
-                arguments=data.get("arguments"),
-            )
-        except ApprovalError as exc:
-            raise ApiError(_STATUS.get(exc.code, 409), exc.code, exc.message) from None
+        approval_decide(
+            approval_pk=approval.pk,
+            actor=self.key().service_user,
+            audit_as=self.actor(),
+            approve=data["decision"] == "approve",
+            reason=data["reason"],
+            arguments=data.get("arguments"),
+        )
         approval.refresh_from_db()
         return Response(ApprovalSerializer(approval).data)

@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "toolcalls",
     "toolcalls.api",
+    "toolcalls.console",
+    "toolcalls.webhooks",
     "approvals",
     "toolcalls.demo",
 ]
@@ -71,8 +73,9 @@ def database(url_variable: str, default: str) -> dict[str, Any]:
     """The ``DATABASES`` entry read from ``url_variable``.
 
     SQLite (the embedded demo): every transaction takes SQLite's write lock when it begins (so
-    concurrent requests queue, as row locks make them on PostgreSQL, instead of failing with
-    "database is locked" half-way), waits up to 20 s for it, and readers never wait (WAL).
+    concurrent requests and the in-process worker's thread queue, as row locks make them on
+    PostgreSQL, instead of failing with "database is locked" half-way), waits up to 20 s for it,
+    and readers never wait (WAL).
 
     PostgreSQL: connections are kept for ``DATABASE_CONN_MAX_AGE`` seconds (default 60) and
     checked before reuse. Celery closes a worker's connection after every task otherwise, and
@@ -146,9 +149,11 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
 
 # --- Celery -------------------------------------------------------------------------------------
-# An empty broker URL means "no broker": tasks run in-process, right after the commit that
-# enqueued them (the embedded demo). With Redis, the database stays the source of truth and the
-# broker only carries wake-ups, so losing a message delays work but never loses it.
+# An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit
+# that enqueued them, on the serving process's own worker thread, delays and the beat schedule
+# honoured (config.inprocess_worker), or inline in a management command. With Redis, the database
+# stays the source of truth and the broker only carries wake-ups, so losing a message delays work
+# but never loses it.
 CELERY_TASK_ALWAYS_EAGER = not env("CELERY_BROKER_URL", default="")
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -166,7 +171,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_BEAT_SCHEDULE = {
     "expire-due-approvals": {"task": "approvals.expire_due", "schedule": 30.0},
-    "webhook-retry-due": {"task": "api.webhook_retry_due", "schedule": 30.0},
+    "webhook-retry-due": {"task": "webhooks.retry_due", "schedule": 30.0},
     "recovery-sweep": {"task": "toolcalls.recovery_sweep", "schedule": 15.0},
 }
 
@@ -246,7 +251,7 @@ CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 
 # as JSON {"point": "pause" | "crash" | "pause_once" | "crash_once"}, and where it leaves markers.
 CALLGATE_FAULT_POINTS = env.json("CALLGATE_FAULT_POINTS", default={})
 CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
-# Webhooks (toolcalls.api.webhooks): seconds allowed per POST; attempts before a delivery is
+# Webhooks (toolcalls.webhooks): seconds allowed per POST; attempts before a delivery is
 # FAILED (2 s backoff doubling per attempt, capped at an hour); whether endpoints may resolve to
 # private, loopback or link-local addresses (never in production: it lets a tenant reach inside).
 CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)

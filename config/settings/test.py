@@ -15,6 +15,12 @@ DATABASES = {
         "TEST_DATABASE_URL", f"postgres://callgate:callgate@127.0.0.1:{_PG_PORT}/callgate"
     ),
 }
+# The suite empties the database between tests with TRUNCATE, which the audit table refuses to
+# any session that has not opted in (toolcalls migration 0012).
+DATABASES["default"]["OPTIONS"] = {
+    **DATABASES["default"].get("OPTIONS", {}),
+    "options": "-c callgate.audit_truncate=allow",
+}
 CELERY_BROKER_URL = env("TEST_CELERY_BROKER_URL", default=f"redis://127.0.0.1:{_REDIS_PORT}/15")
 CELERY_TASK_ALWAYS_EAGER = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

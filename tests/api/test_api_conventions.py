@@ -18,6 +18,7 @@ from drf_spectacular.validation import validate_schema
 from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework.test import APIClient
 
+from approvals.api import urls as approvals_api_urls
 from approvals.models import ApprovalRequest
 from tests.api.support import (
     ALL_SCOPES,
@@ -40,9 +41,9 @@ from toolcalls import tasks
 from toolcalls.api import urls as api_urls
 from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
-from toolcalls.api.errors import unknown_path
 from toolcalls.api.models import ApiKey, IdempotentRequest
 from toolcalls.demo.services import DemoSeed
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -185,11 +186,11 @@ def _raw_key(demo: DemoSeed) -> tuple[ApiKey, str]:
 
 
 def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
-    with pytest.raises(ValueError, match="unknown scopes: operations:delete"):
+    with pytest.raises(CallgateError, match="unknown scopes: operations:delete"):
         api_key_create(tenant=demo.tenant, name="x", scopes=[READ, "operations:delete"])
-    with pytest.raises(ValueError, match="at least one scope"):
+    with pytest.raises(CallgateError, match="at least one scope"):
         api_key_create(tenant=demo.tenant, name="x", scopes=[])
-    with pytest.raises(ValueError, match="name the service"):
+    with pytest.raises(CallgateError, match="name the service"):
         api_key_create(tenant=demo.tenant, name="  ", scopes=[READ])
     assert not ApiKey.objects.exists()
 
@@ -458,13 +459,11 @@ def test_over_the_rate_is_429_with_retry_after(demo: DemoSeed) -> None:
 
 
 def _documented_paths() -> dict[str, set[str]]:
-    """Every endpoint of ``toolcalls.api.urls`` as an OpenAPI path → its HTTP methods (the
-    catch-all that answers unknown paths is not an endpoint)."""
+    """Every endpoint of ``toolcalls.api.urls`` and ``approvals.api.urls`` as an OpenAPI path →
+    its HTTP methods."""
     paths: dict[str, set[str]] = {}
-    for pattern in api_urls.urlpatterns:
+    for pattern in [*api_urls.urlpatterns, *approvals_api_urls.urlpatterns]:
         assert isinstance(pattern, URLPattern)
-        if pattern.callback is unknown_path:
-            continue
         route = re.sub(r"<str:(\w+)>", r"{\1}", str(pattern.pattern))
         view = pattern.callback.view_class  # type: ignore[attr-defined]
         methods = {m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)}

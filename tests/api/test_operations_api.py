@@ -344,7 +344,7 @@ def test_calls_show_protected_audit_only_with_the_audit_scope(demo: DemoSeed) ->
     calls = get(reader, url).json()["results"]
     assert [c["tool"] for c in calls] == ["get_order", "create_refund_draft", "submit_refund"]
     assert [c["state"] for c in calls] == ["SUCCEEDED", "SUCCEEDED", "WAITING_APPROVAL"]
-    assert all(c["id"].startswith("call_") for c in calls)
+    assert all(c["id"].startswith("tc_") for c in calls)
     assert all("protected_audit" not in c for c in calls)
     audited = get(auditor, url).json()["results"]
     assert all("protected_audit" in c for c in audited)

@@ -12,7 +12,7 @@ from providers.conformance import differences
 
 def load_cases(root: Path, family: str) -> list[Path]:
     cases = sorted((root / "providers" / family).glob("*.json"))
-    assert cases, f"no fixture cases for {family} under {root}; set CALLGATE_FIXTURES_DIR"
+    assert cases, f"no fixture cases for {family} under {root}"
     return cases
 
 

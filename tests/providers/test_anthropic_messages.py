@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from providers.anthropic_messages import AnthropicMessagesAdapter
+from providers.anthropic_messages.rules import request_error
 from providers.base import Outcome, ParsedReply, ToolDeclaration, ToolResultMessage, WireReply
+from providers.replay import ReplayTransport
 from providers.streaming import OVERFLOW_MARKER
-from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 from toolcalls.demo.scenario import bundled_path
@@ -138,7 +139,7 @@ def _continue(
 
 
 def _error_text(request: dict[str, Any], previous: ParsedReply) -> str | None:
-    problem = ADAPTER.request_error(request=request, previous=previous)
+    problem = request_error(request=request, previous=previous)
     if problem is None:
         return None
     assert problem.kind == "http_error" and problem.http_status == 400
@@ -175,8 +176,8 @@ def test_request_has_max_tokens_and_tools_with_input_schema() -> None:
 
 
 def test_reply_is_replayed_verbatim_and_results_come_first_in_one_user_message() -> None:
-    case = _case("single_call_with_thinking")
-    call_id = "toolu_01KxTG7HZPycNKy3CkBcZM5E"
+    case = _case("thinking_then_tool_use")
+    call_id = case["expect"]["calls"][0]["call_id"]
     results = [_result(call_id, {"code": "ORDER_NOT_FOUND", "message": "no"}, is_error=True)]
     request, parsed = _continue(WireReply.from_case(case), results)
     user, assistant, answer = request["messages"]
@@ -198,7 +199,7 @@ def test_reply_is_replayed_verbatim_and_results_come_first_in_one_user_message()
 
 
 def test_parallel_results_share_one_user_message_and_carry_only_model_result() -> None:
-    request, parsed = _continue(WireReply.from_case(_case("parallel_three_calls")))
+    request, parsed = _continue(WireReply.from_case(_case("three_tool_uses")))
     answer = request["messages"][-1]
     assert answer["role"] == "user"
     assert [block["tool_use_id"] for block in answer["content"]] == [
@@ -212,7 +213,7 @@ def test_parallel_results_share_one_user_message_and_carry_only_model_result() -
 
 
 def test_paused_turn_goes_back_unchanged_without_results() -> None:
-    case = _case("pause_turn_long_server_tool")
+    case = _case("pause_turn_web_search")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     assert parsed.outcome is Outcome.PAUSED and parsed.calls == ()
     conversation = ADAPTER.append_reply(
@@ -340,8 +341,8 @@ def test_a_left_out_assistant_turn_leaves_the_calls_unanswered() -> None:
 
 def test_the_400_is_deterministic_and_reads_as_a_permanent_failure() -> None:
     request, parsed = _continue(_two_calls(), [])
-    first = ADAPTER.request_error(request=request, previous=parsed)
-    again = ADAPTER.request_error(request=copy.deepcopy(request), previous=parsed)
+    first = request_error(request=request, previous=parsed)
+    again = request_error(request=copy.deepcopy(request), previous=parsed)
     assert first is not None and first == again
     failure = ADAPTER.parse_reply(first)
     assert failure.outcome is Outcome.API_FAILURE
@@ -410,7 +411,7 @@ def test_spend_limit_is_not_retried_but_overload_is() -> None:
         False,
         None,
     )
-    overloaded = ADAPTER.parse_reply(WireReply.from_case(_case("http_529_overloaded")))
+    overloaded = ADAPTER.parse_reply(WireReply.from_case(_case("http_529_busy")))
     assert overloaded.retryable is True
 
 
@@ -418,24 +419,26 @@ def test_spend_limit_is_not_retried_but_overload_is() -> None:
 
 
 def test_streamed_reply_rebuilds_the_same_content_as_the_message() -> None:
-    case = _case("stream_thinking_then_tool_use")
+    case = _case("stream_signed_thinking_then_call")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     thinking, tool_use = parsed.assistant_items
     assert thinking == {
         "type": "thinking",
         "thinking": (
-            "An order lookup is needed before any refund talk. Call get_order with ORD-48213."
+            "The customer asked to cancel at the end of the current term, which ends on 31 January."
         ),
         "signature": case["events"][4]["data"]["delta"]["signature"],
     }
     assert tool_use == {
         "type": "tool_use",
-        "id": "toolu_01Npeih0Fsze8zkpQI7fIaP4",
-        "name": "get_order",
-        "input": {"order_id": "ORD-48213"},
+        "id": case["expect"]["calls"][0]["call_id"],
+        "name": "schedule_cancellation",
+        "input": {"account_id": "ACCT-3316", "effective_on": "2027-01-31"},
         "caller": {"type": "direct"},
     }
-    assert parsed.calls[0].raw_arguments == '{"order_id": "ORD-48213"}'
+    assert parsed.calls[0].raw_arguments == (
+        '{"account_id": "ACCT-3316", "effective_on": "2027-01-31"}'
+    )
 
 
 def test_interleaved_blocks_are_kept_apart_by_index() -> None:
@@ -527,7 +530,7 @@ def test_undecodable_streamed_arguments_stay_a_proposal_with_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["stream_thinking_then_tool_use", "stream_max_tokens_partial_call"]
+    "case", ["stream_signed_thinking_then_call", "stream_max_tokens_mid_input"]
 )
 def test_every_cut_of_a_stream_is_truncated_and_hands_over_nothing(case: str) -> None:
     events = _case(case)["events"]

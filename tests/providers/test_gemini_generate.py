@@ -16,11 +16,12 @@ from providers.base import (
     ToolResultMessage,
     WireReply,
 )
-from providers.gemini_generate import (
+from providers.gemini_generate import GeminiGenerateAdapter
+from providers.gemini_generate.rules import (
     CALL_NOT_AFTER_USER,
     COUNT_MISMATCH,
     RESPONSE_NOT_AFTER_CALL,
-    GeminiGenerateAdapter,
+    request_error,
 )
 from providers.streaming import OVERFLOW_MARKER
 from tests.conftest import FIXTURES, REPO
@@ -218,9 +219,7 @@ def test_error_envelope_inside_a_200_is_a_failure() -> None:
 
 
 def test_retry_after_header_wins_over_retry_info() -> None:
-    case = read_case(
-        FIXTURES / "providers" / "gemini_generate" / "http_429_resource_exhausted.json"
-    )
+    case = read_case(FIXTURES / "providers" / "gemini_generate" / "http_429_retry_info.json")
     reply = WireReply.from_case({**case, "headers": {"retry-after": "3"}})
     assert ADAPTER.parse_reply(reply).retry_after_s == 3
 
@@ -267,11 +266,11 @@ def test_missing_call_ids_are_synthesized_from_the_reply() -> None:
 
 
 def test_model_turn_is_replayed_verbatim() -> None:
-    case = read_case(FIXTURES / "providers" / "gemini_generate" / "parallel_three_calls.json")
+    case = read_case(FIXTURES / "providers" / "gemini_generate" / "three_calls_without_ids.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(conversation=[USER], reply=parsed)
     assert conversation == [USER, case["body"]["candidates"][0]["content"]]
-    assert conversation[1]["parts"][0]["thoughtSignature"].startswith("CqkL")
+    assert conversation[1]["parts"][0]["thoughtSignature"]
 
 
 def test_results_follow_call_order_with_ids_echoed_and_synthesized_ids_left_out() -> None:
@@ -323,7 +322,7 @@ def test_results_follow_call_order_with_ids_echoed_and_synthesized_ids_left_out(
         ],
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 # --- request_error ---------------------------------------------------------------------------
@@ -347,7 +346,7 @@ def response_turn(*answers: tuple[str | None, str]) -> dict[str, Any]:
 
 
 def error_text(contents: list[dict[str, Any]], previous: ParsedReply = PREVIOUS) -> str | None:
-    problem = ADAPTER.request_error(request={"contents": contents}, previous=previous)
+    problem = request_error(request={"contents": contents}, previous=previous)
     if problem is None:
         return None
     assert problem.kind == "http_error" and problem.http_status == 400
@@ -620,7 +619,7 @@ def test_bundled_scenario_replays_with_synthesized_ids(
             model=scenario["model"], conversation=conversation, tools=[]
         )
         if previous is not None:
-            assert ADAPTER.request_error(request=request, previous=previous) is None
+            assert request_error(request=request, previous=previous) is None
         parsed = previous = ADAPTER.parse_reply(WireReply.from_case(reply))
         seen.append(parsed.outcome.value)
         if parsed.outcome is not Outcome.TOOL_PROPOSALS:

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 
 from providers.base import Outcome, ParsedReply, ToolDeclaration, ToolResultMessage, WireReply
-from providers.gemini_interactions import (
+from providers.gemini_interactions import GeminiInteractionsAdapter
+from providers.gemini_interactions.rules import (
     COUNT_MISMATCH,
     INVALID_ARGUMENT,
     INVALID_INPUT,
-    NOT_AFTER_CALL,
-    GeminiInteractionsAdapter,
+    RESPONSE_NOT_AFTER_CALL,
+    request_error,
     unknown_call_message,
 )
+from providers.replay import ReplayTransport
 from providers.streaming import OVERFLOW_MARKER
-from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 
@@ -150,7 +151,9 @@ def test_request_is_stateless_with_flat_tools() -> None:
 
 
 def test_results_follow_the_replayed_steps_with_matching_call_ids() -> None:
-    case = read_case(FIXTURES / "providers" / "gemini_interactions" / "parallel_three_calls.json")
+    case = read_case(
+        FIXTURES / "providers" / "gemini_interactions" / "three_calls_after_thought.json"
+    )
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     start = ADAPTER.start_conversation(user_input="x")
     conversation = ADAPTER.append_reply(conversation=start, reply=parsed)
@@ -166,29 +169,19 @@ def test_results_follow_the_replayed_steps_with_matching_call_ids() -> None:
         for i, c in enumerate(reversed(parsed.calls))
     ]
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
+    # Results follow in the order given (here reversed), each naming its call; errors marked.
     assert conversation[5:] == [
         {
             "type": "function_result",
-            "name": "search_faq",
-            "call_id": "1z6mq1w3",
-            "result": {"status": "ok", "data": {"n": 0}},
-        },
-        {
-            "type": "function_result",
-            "name": "get_shipment_status",
-            "call_id": "wync04u6",
-            "result": {"status": "ok", "data": {"n": 1}},
-            "is_error": True,
-        },
-        {
-            "type": "function_result",
-            "name": "get_order",
-            "call_id": "zgv5rcna",
-            "result": {"status": "ok", "data": {"n": 2}},
-        },
+            "name": call["name"],
+            "call_id": call["call_id"],
+            "result": {"status": "ok", "data": {"n": n}},
+            **({"is_error": True} if n == 1 else {}),
+        }
+        for n, call in enumerate(reversed(case["expect"]["calls"]))
     ]
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
     json.dumps(request)  # the stored conversation is plain JSON
 
 
@@ -209,7 +202,7 @@ def _previous() -> ParsedReply:
 
 def _problem(steps: list[dict[str, Any]]) -> str | None:
     user = ADAPTER.start_conversation(user_input="x")
-    reply = ADAPTER.request_error(request={"input": [*user, *steps]}, previous=_previous())
+    reply = request_error(request={"input": [*user, *steps]}, previous=_previous())
     if reply is None:
         return None
     assert reply.kind == "http_error"
@@ -262,10 +255,10 @@ def test_request_error_result_for_an_unknown_call() -> None:
 def test_request_error_misplaced_results() -> None:
     steps = [thought(), output("Checking."), call("a1", "get_order"), fr("a1")]
     steps += [call("b2", "get_order"), fr("b2")]
-    assert _problem(steps) == NOT_AFTER_CALL
+    assert _problem(steps) == RESPONSE_NOT_AFTER_CALL
     user = {"type": "user_input", "content": [{"type": "text", "text": "and?"}]}
-    assert _problem([*PREVIOUS_STEPS, user, fr("a1"), fr("b2")]) == NOT_AFTER_CALL
-    assert _problem([fr("a1"), *PREVIOUS_STEPS, fr("b2")]) == NOT_AFTER_CALL
+    assert _problem([*PREVIOUS_STEPS, user, fr("a1"), fr("b2")]) == RESPONSE_NOT_AFTER_CALL
+    assert _problem([fr("a1"), *PREVIOUS_STEPS, fr("b2")]) == RESPONSE_NOT_AFTER_CALL
 
 
 def test_request_error_thought_signature_must_come_back_unchanged_and_first() -> None:
@@ -307,9 +300,9 @@ def test_synthesized_ids_are_stable_unique_and_never_sent() -> None:
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
     assert all("call_id" not in step for step in conversation[3:])
     assert all("id" not in step for step in conversation if step["type"] == "function_call")
-    assert ADAPTER.request_error(request={"input": conversation}, previous=first) is None
+    assert request_error(request={"input": conversation}, previous=first) is None
     short = {"input": conversation[:-1]}
-    problem = ADAPTER.request_error(request=short, previous=first)
+    problem = request_error(request=short, previous=first)
     assert problem is not None and problem.body["error"]["message"] == COUNT_MISMATCH
 
 
@@ -588,19 +581,20 @@ def test_streamed_text_and_signature_deltas_become_replayable_steps() -> None:
 
 def test_streamed_reply_round_trips_through_request_error() -> None:
     case = read_case(
-        FIXTURES / "providers" / "gemini_interactions" / "stream_thought_then_call.json"
+        FIXTURES / "providers" / "gemini_interactions" / "stream_signed_thought_then_call.json"
     )
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=ADAPTER.start_conversation(user_input="x"), reply=parsed
     )
     conversation = ADAPTER.append_results(
-        conversation=conversation, results=[result("sv07qfrq", "get_order")]
+        conversation=conversation,
+        results=[result(call.call_id, call.name) for call in parsed.calls],
     )
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
-    assert conversation[1]["signature"].startswith("Cqbtzy")
-    assert conversation[2]["arguments"] == {"order_id": "ORD-48213"}
+    assert request_error(request=request, previous=parsed) is None
+    assert conversation[1]["signature"] == case["events"][1]["data"]["step"]["signature"]
+    assert conversation[2]["arguments"] == case["expect"]["calls"][0]["arguments"]
 
 
 # --- bundled scenarios ------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 
 from providers.base import Outcome, ParsedReply, ToolDeclaration, ToolResultMessage, WireReply
 from providers.openai_chat import OpenAIChatAdapter
+from providers.openai_chat.rules import request_error
+from providers.replay import ReplayTransport
 from providers.streaming import OVERFLOW_MARKER
-from providers.transports import ReplayTransport
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 from tests.replies import scripted
@@ -269,7 +270,7 @@ def test_legacy_function_call_is_a_call_with_a_synthesized_id() -> None:
         "content": '{"status":"ok"}',
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 # --- requests, replies and results --------------------------------------------------------------
@@ -302,7 +303,7 @@ def test_request_offers_tools_and_replays_conversation() -> None:
 
 
 def test_results_follow_the_assistant_message_in_call_order() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_chat" / "parallel_three_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_chat" / "three_calls_one_turn.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=ADAPTER.start_conversation(user_input="x"), reply=parsed
@@ -329,7 +330,7 @@ def test_results_follow_the_assistant_message_in_call_order() -> None:
         for i, call in enumerate(wire["tool_calls"])
     ]
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 def test_error_envelopes_go_back_as_the_tool_message_content() -> None:
@@ -362,9 +363,9 @@ def test_synthesized_ids_are_not_sent_as_tool_call_ids() -> None:
         {"role": "tool", "name": "get_order", "content": '{"status":"ok"}'},
         {"role": "tool", "name": "search_faq", "content": '{"status":"ok"}'},
     ]
-    assert ADAPTER.request_error(request={"messages": conversation}, previous=parsed) is None
+    assert request_error(request={"messages": conversation}, previous=parsed) is None
     short = {"messages": conversation[:2]}
-    problem = ADAPTER.request_error(request=short, previous=parsed)
+    problem = request_error(request=short, previous=parsed)
     assert problem is not None and problem.http_status == 400
 
 
@@ -383,7 +384,7 @@ def tool_message(call_id: str) -> dict[str, Any]:
 
 
 def _error(messages: list[Any], previous: ParsedReply = PREVIOUS) -> tuple[str, Any] | None:
-    problem = ADAPTER.request_error(request={"messages": messages}, previous=previous)
+    problem = request_error(request={"messages": messages}, previous=previous)
     if problem is None:
         return None
     assert problem.kind == "http_error" and problem.http_status == 400
@@ -574,7 +575,7 @@ def test_argument_overflow_marks_only_that_call() -> None:
 
 
 def test_every_cut_of_a_stream_is_truncated_and_hands_over_nothing() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_chat" / "stream_parallel_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_chat" / "stream_two_calls.json")
     finish_at = next(
         i for i, e in enumerate(case["events"]) if e["data"]["choices"][0]["finish_reason"]
     )

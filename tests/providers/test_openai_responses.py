@@ -9,6 +9,7 @@ import pytest
 
 from providers.base import Outcome, ToolDeclaration, ToolResultMessage, WireReply
 from providers.openai_responses import OpenAIResponsesAdapter
+from providers.openai_responses.rules import request_error
 from tests.conftest import FIXTURES
 from tests.providers.conformance import check, load_cases, read_case
 from tests.replies import call, response
@@ -95,7 +96,7 @@ def test_request_offers_tools_and_replays_conversation() -> None:
 
 
 def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
-    case = read_case(FIXTURES / "providers" / "openai_responses" / "parallel_three_calls.json")
+    case = read_case(FIXTURES / "providers" / "openai_responses" / "three_calls_one_turn.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     conversation = ADAPTER.append_reply(
         conversation=[{"role": "user", "content": "x"}], reply=parsed
@@ -113,13 +114,12 @@ def test_results_follow_the_replayed_items_with_matching_call_ids() -> None:
     ]
     conversation = ADAPTER.append_results(conversation=conversation, results=results)
     outputs = [item for item in conversation if item.get("type") == "function_call_output"]
+    proposed = [call["call_id"] for call in case["expect"]["calls"]]
     assert {o["call_id"]: json.loads(o["output"]) for o in outputs} == {
-        "call_Xlx4peXp4QzY2Y3hbSBXnSKC": {"status": "ok", "data": {"n": 0}},
-        "call_vPxiiuqBO8WT4Kw95ZoUjLOT": {"status": "ok", "data": {"n": 1}},
-        "call_SnPGuLkjGo8CMFnLdHz5ppmJ": {"status": "ok", "data": {"n": 2}},
+        call_id: {"status": "ok", "data": {"n": n}} for n, call_id in enumerate(reversed(proposed))
     }
     request = ADAPTER.build_request(model="m", conversation=conversation, tools=[])
-    assert ADAPTER.request_error(request=request, previous=parsed) is None
+    assert request_error(request=request, previous=parsed) is None
 
 
 def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> str | None:
@@ -130,7 +130,7 @@ def _pairing_message(outputs: list[str], extra_calls: tuple[str, ...] = ()) -> s
         {"type": "function_call", "call_id": c, "name": "x", "arguments": "{}"} for c in extra_calls
     ]
     items += [{"type": "function_call_output", "call_id": c, "output": "{}"} for c in outputs]
-    problem = ADAPTER.request_error(request={"input": items}, previous=parsed)
+    problem = request_error(request={"input": items}, previous=parsed)
     if problem is None:
         return None
     assert problem.http_status == 400
@@ -151,7 +151,7 @@ def test_request_errors_use_the_providers_400_texts() -> None:
 
 def _stream_case() -> dict:
     return read_case(
-        FIXTURES / "providers" / "openai_responses" / "stream_reasoning_then_call.json"
+        FIXTURES / "providers" / "openai_responses" / "stream_reasoning_then_cancellation.json"
     )
 
 
@@ -159,7 +159,7 @@ def test_stream_reports_progress_and_hands_calls_over_only_at_completion() -> No
     case = _stream_case()
     assembler = ADAPTER.stream_assembler(max_argument_bytes=1024)
     notes = [assembler.feed(event) for event in case["events"][:-1]]
-    assert [n for n in notes if n] == ["create_refund_draft"]
+    assert [n for n in notes if n] == [case["expect"]["calls"][0]["name"]]
     cut = assembler.finish()
     assert (cut.outcome, cut.calls) == (Outcome.TRUNCATED, ())  # no terminal event yet
     assembler.feed(case["events"][-1])
@@ -264,18 +264,16 @@ def test_stream_error_event_is_an_api_failure() -> None:
 
 
 def test_function_call_replayed_without_its_reasoning_item_is_refused() -> None:
-    case = read_case(
-        FIXTURES / "providers" / "openai_responses" / "single_call_with_reasoning.json"
-    )
+    case = read_case(FIXTURES / "providers" / "openai_responses" / "reasoning_then_call.json")
     parsed = ADAPTER.parse_reply(WireReply.from_case(case))
     output = case["body"]["output"]
     call_id = parsed.calls[0].call_id
     answer = {"type": "function_call_output", "call_id": call_id, "output": "{}"}
     without = {"input": [output[1], answer]}
-    problem = ADAPTER.request_error(request=without, previous=parsed)
+    problem = request_error(request=without, previous=parsed)
     assert problem is not None
     assert problem.body["error"]["message"] == (
         f"Item '{output[1]['id']}' of type 'function_call' was provided without its required "
         f"'reasoning' item: '{output[0]['id']}'."
     )
-    assert ADAPTER.request_error(request={"input": [*output, answer]}, previous=parsed) is None
+    assert request_error(request={"input": [*output, answer]}, previous=parsed) is None

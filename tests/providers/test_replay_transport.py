@@ -6,7 +6,7 @@ import pytest
 
 from providers.errors import TransportError
 from providers.openai_responses import OpenAIResponsesAdapter
-from providers.transports import ReplayTransport
+from providers.replay import ReplayTransport
 from tests.replies import call, final, http_error, response
 
 ADAPTER = OpenAIResponsesAdapter()

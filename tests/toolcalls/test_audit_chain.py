@@ -157,6 +157,23 @@ def test_postgresql_refuses_update_and_delete(parked: Operation) -> None:
     assert audit_chain_verify() == []
 
 
+@pytest.mark.parametrize(
+    "sql", ["TRUNCATE toolcalls_auditevent CASCADE", "TRUNCATE toolcalls_operation CASCADE"]
+)
+def test_postgresql_refuses_truncate(parked: Operation, sql: str) -> None:
+    """Only a session that opted in (``callgate.audit_truncate = 'allow'``, as the test settings
+    do for the suite's flushes between tests) may empty the trail; any other is refused."""
+    with (
+        pytest.raises(ProgrammingError, match="audit events are append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SET LOCAL callgate.audit_truncate = ''")
+        cursor.execute(sql)
+    assert AuditEvent.objects.filter(operation=parked).count() == parked.audit_seq
+    assert audit_chain_verify() == []
+
+
 def test_operation_option_limits_the_check(parked: Operation) -> None:
     other = Operation.objects.exclude(pk=parked.pk).get()
     raw("DELETE FROM toolcalls_auditevent WHERE operation_id = %s AND seq = 2", parked.pk)

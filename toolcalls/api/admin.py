@@ -1,31 +1,23 @@
-"""Support admin for the API app: keys, remembered requests, webhook endpoints and deliveries.
+"""Support admin for the API app: keys and remembered requests.
 
 API keys are created with ``manage.py`` (the secret is shown once) and here only read or revoked;
-their hash is never shown. Webhook endpoints are registered and edited here by superusers.
-Deliveries and remembered requests are written by services only and are read-only.
+their hash is never shown. Remembered requests are written by services only and are read-only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from toolcalls.admin_base import (
-    FixedValuesFilter,
     JsonAdminMixin,
     LargeTableAdminMixin,
     ReadOnlyAdminMixin,
-    SuperuserEditableAdminMixin,
     TenantScopedAdminMixin,
 )
-from toolcalls.api.models import ApiKey, IdempotentRequest, WebhookDelivery, WebhookEndpoint
-from toolcalls.api.webhooks import EVENT_TYPES, WebhookRefused, webhook_url_check
+from toolcalls.api.models import ApiKey, IdempotentRequest
 
 
 @admin.register(ApiKey)
@@ -91,91 +83,3 @@ class IdempotentRequestAdmin(
     list_select_related = ("api_key",)
     list_filter = ("state", "created_at")
     search_fields = ("key__exact", "api_key__prefix__exact")
-
-
-class WebhookEndpointForm(forms.ModelForm):
-    url = forms.URLField(max_length=500, assume_scheme="https")
-    events = forms.MultipleChoiceField(
-        choices=[(t, t) for t in EVENT_TYPES.values()],
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        help_text="None ticked: every event.",
-    )
-
-    class Meta:
-        model = WebhookEndpoint
-        fields = ("tenant", "url", "events", "is_active")
-
-    def clean_url(self) -> str:
-        url: str = self.cleaned_data["url"]
-        try:
-            webhook_url_check(url)
-        except WebhookRefused as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        except OSError:
-            pass  # the name does not resolve yet: deliveries retry and record the error
-        return url
-
-
-@admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.ModelAdmin):
-    form = WebhookEndpointForm
-    list_display = ("url", "tenant", "event_list", "is_active", "created_at")
-    list_select_related = ("tenant",)
-    list_filter = ("is_active", "created_at")
-    search_fields = ("url",)
-
-    @admin.display(description="events")
-    def event_list(self, endpoint: WebhookEndpoint) -> str:
-        return ", ".join(endpoint.events) or "all"
-
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        fields = ("tenant", "url", "events", "is_active")
-        if obj is None:
-            return fields  # the secret is made when the row is saved
-        # The signing secret: for the superusers who hand it to the receiver's owner.
-        return (*fields, *(("secret",) if request.user.is_superuser else ()), "created_at")
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        return ("secret", "created_at")
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Its deliveries protect an endpoint; deactivate it (is_active) instead.
-        return False
-
-
-class EventTypeFilter(FixedValuesFilter):
-    title = "event type"
-    parameter_name = "event_type"
-
-    def values(self) -> Iterable[str]:
-        return EVENT_TYPES.values()
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(
-    TenantScopedAdminMixin,
-    ReadOnlyAdminMixin,
-    LargeTableAdminMixin,
-    JsonAdminMixin,
-    admin.ModelAdmin,
-):
-    tenant_lookup = "endpoint__tenant"
-    json_fields = ("payload",)
-    changelist_defer = ("last_error",)
-    list_display = (
-        "pk",
-        "event_type",
-        "event__operation__public_id",
-        "event__seq",
-        "endpoint",
-        "state",
-        "attempts",
-        "last_status_code",
-        "next_attempt_at",
-        "delivered_at",
-        "created_at",
-    )
-    list_select_related = ("endpoint", "event__operation")
-    list_filter = ("state", EventTypeFilter, "created_at")
-    search_fields = ("event__operation__public_id__exact", "endpoint__url__exact")

@@ -4,12 +4,7 @@ from django.apps import AppConfig
 class ApiConfig(AppConfig):
     name = "toolcalls.api"
     label = "api"
-    verbose_name = "API and webhooks"
+    verbose_name = "API"
 
     def ready(self) -> None:
-        from toolcalls.api import (
-            schema,  # noqa: F401  (registers the OpenAPI auth extension)
-            signals,
-        )
-
-        signals.connect()
+        from toolcalls.api import schema  # noqa: F401  (registers the OpenAPI auth extension)

@@ -21,6 +21,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from toolcalls.api.models import SCOPES, ApiKey
+from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
 
 #: Scopes that also need a Django permission on the service user (four-eyes and tenant
@@ -40,12 +41,17 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
     stored and cannot be shown again. Raises ``ValueError`` for a blank name, no scopes or an
     unknown scope."""
     if not name.strip():
-        raise ValueError("name the service that holds the key")
+        raise CallgateError("invalid_request", "name the service that holds the key")
     if not scopes:
-        raise ValueError(f"a key needs at least one scope; known: {', '.join(SCOPES)}")
+        raise CallgateError(
+            "invalid_request", f"a key needs at least one scope; known: {', '.join(SCOPES)}"
+        )
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
-        raise ValueError(f"unknown scopes: {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+        raise CallgateError(
+            "invalid_request",
+            f"unknown scopes: {', '.join(unknown)}; known: {', '.join(SCOPES)}",
+        )
     secret = secrets.token_urlsafe(32)
     with transaction.atomic():
         user = get_user_model().objects.create_user(

@@ -16,6 +16,8 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from toolcalls.errors import CallgateError
+
 log = logging.getLogger("callgate.api")
 
 
@@ -34,6 +36,23 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     """The one error shape: ``{"error": {"code", "message", "details"}}``."""
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
+
+#: HTTP status of each :class:`CallgateError` code a service may raise into the API. Any other
+#: code is 409 Conflict: the request is well formed, but the object's state does not allow it
+#: (``already_ended``, ``not_escalated``, ``still_over``, ``already_decided``, ``superseded``).
+STATUS_BY_CODE: dict[str, int] = {
+    "unknown_tool": 400,
+    "unknown_family": 400,
+    "unknown_transport": 400,
+    "no_script": 400,
+    "no_credentials": 400,
+    "bad_budget": 400,
+    "reason_required": 400,
+    "invalid_edit": 400,
+    "self_approval": 403,
+    "not_permitted": 403,
+    "expired": 410,
+}
 
 _CODES: list[tuple[type[Exception], int, str]] = [
     (exceptions.NotAuthenticated, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),
@@ -56,6 +75,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Map any exception raised in an API view to the one error shape."""
     if isinstance(exc, ApiError):
         return Response(error_body(exc.error_code, exc.message, exc.details), exc.status_code)
+    if isinstance(exc, CallgateError):
+        body = error_body(exc.code, exc.message, exc.details)
+        return Response(body, STATUS_BY_CODE.get(exc.code, status.HTTP_409_CONFLICT))
     for kind, code_status, code in _CODES:
         if isinstance(exc, kind):
             headers = {}

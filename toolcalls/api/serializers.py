@@ -8,7 +8,7 @@ from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from providers.families import ADAPTERS
-from providers.transports import REPLY_SCHEMA
+from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
 from toolcalls.states import OperationState

@@ -1,8 +1,6 @@
-from django.urls import path, re_path
+from django.urls import path
 
-from approvals.api import views as approvals
 from toolcalls.api import views
-from toolcalls.api.errors import unknown_path
 
 urlpatterns = [
     path("operations", views.OperationsView.as_view(), name="api-operations"),
@@ -37,15 +35,7 @@ urlpatterns = [
         views.OperationEventsView.as_view(),
         name="api-operation-events",
     ),
-    path("approvals", approvals.ApprovalsView.as_view(), name="api-approvals"),
-    path("approvals/<str:public_id>", approvals.ApprovalDetailView.as_view(), name="api-approval"),
-    path(
-        "approvals/<str:public_id>/decide",
-        approvals.ApprovalDecideView.as_view(),
-        name="api-approval-decide",
-    ),
     path("tools", views.ToolsView.as_view(), name="api-tools"),
     path("health/live", views.LivenessView.as_view(), name="api-health-live"),
     path("health/ready", views.ReadinessView.as_view(), name="api-health-ready"),
-    re_path(r"^(?P<path>.*)$", unknown_path),
 ]

@@ -48,8 +48,8 @@ from toolcalls.api.serializers import (
     TurnSerializer,
 )
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
-from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
-from toolcalls.services.operations import OperationError, operation_cancel, operation_start
+from toolcalls.services.escalations import operation_extend, operation_stop
+from toolcalls.services.operations import operation_cancel, operation_start
 from toolcalls.states import OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
@@ -300,24 +300,21 @@ class OperationsView(ApiListView):
                 model=data["model"],
                 replies=data["replies"],
             )
-        try:
-            operation = operation_start(
-                tenant=key.tenant,
-                requested_by=key.service_user,
-                subject_ref=data["subject_ref"],
-                family=data["family"],
-                model=data["model"],
-                input_text=data["input"],
-                tool_names=data.get("tools"),
-                replay_script=script,
-                transport=data["transport"],
-                stream=data.get("stream"),
-                budgets=data.get("budgets"),
-                metadata=data.get("metadata"),
-                actor=self.actor(),
-            )
-        except OperationError as exc:
-            raise ApiError(400, exc.code, str(exc)) from None
+        operation = operation_start(
+            tenant=key.tenant,
+            requested_by=key.service_user,
+            subject_ref=data["subject_ref"],
+            family=data["family"],
+            model=data["model"],
+            input_text=data["input"],
+            tool_names=data.get("tools"),
+            replay_script=script,
+            transport=data["transport"],
+            stream=data.get("stream"),
+            budgets=data.get("budgets"),
+            metadata=data.get("metadata"),
+            actor=self.actor(),
+        )
         operation.refresh_from_db()
         return Response(OperationSerializer(operation).data, status=status.HTTP_201_CREATED)
 
@@ -379,14 +376,11 @@ class OperationCancelView(ApiView):
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
         body = self.validated(ReasonSerializer)
-        try:
-            operation_cancel(
-                operation_pk=operation.pk,
-                actor=self.actor(),
-                reason=body["reason"],
-            )
-        except OperationError as exc:
-            raise ApiError(409, exc.code, str(exc)) from None
+        operation_cancel(
+            operation_pk=operation.pk,
+            actor=self.actor(),
+            reason=body["reason"],
+        )
         return Response(OperationSerializer(self.operation(public_id)).data)
 
 
@@ -408,17 +402,12 @@ class OperationExtendView(ApiView):
         operation = self.operation(public_id)
         body = self.validated(ExtendSerializer)
         budgets = {k: int(v) if float(v).is_integer() else v for k, v in body["budgets"].items()}
-        try:
-            operation_extend(
-                operation_pk=operation.pk,
-                actor=self.actor(),
-                budgets=budgets,
-                note=body["note"],
-            )
-        except EscalationError as exc:
-            raise ApiError(
-                400 if exc.code == "bad_budget" else 409, exc.code, exc.message
-            ) from None
+        operation_extend(
+            operation_pk=operation.pk,
+            actor=self.actor(),
+            budgets=budgets,
+            note=body["note"],
+        )
         return Response(OperationSerializer(self.operation(public_id)).data)
 
 
@@ -438,14 +427,11 @@ class OperationStopView(ApiView):
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
         body = self.validated(ReasonSerializer)
-        try:
-            operation_stop(
-                operation_pk=operation.pk,
-                actor=self.actor(),
-                reason=body["reason"],
-            )
-        except EscalationError as exc:
-            raise ApiError(409, exc.code, exc.message) from None
+        operation_stop(
+            operation_pk=operation.pk,
+            actor=self.actor(),
+            reason=body["reason"],
+        )
         return Response(OperationSerializer(self.operation(public_id)).data)
 
 

@@ -1,5 +1,9 @@
 """The demo shop's own data: orders, refund drafts, and the ledger of refunds actually paid.
 
+Every row names its tenant (``tenant_ref``, the tenant's slug; a draft's and a ledger entry's are
+their order's), and IDs are unique per tenant: two tenants may both have an ``ORD-1001`` and each
+its own first draft ``RD-ORD-1001-1``.
+
 The ledger has no uniqueness on the idempotency key on purpose: a double refund must be visible
 as two rows, not hidden by a constraint.
 """
@@ -38,13 +42,19 @@ class RefundDraft(models.Model):
         OPEN = "OPEN"
         SUBMITTED = "SUBMITTED"
 
-    draft_id = models.CharField(max_length=60, unique=True)
+    tenant_ref = models.SlugField()
+    draft_id = models.CharField(max_length=60)
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="drafts")
     amount_cents = models.PositiveIntegerField()
     reason = models.CharField(max_length=40)
     idempotency_key = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_ref", "draft_id"], name="demo_draft_unique"),
+        ]
 
     def __str__(self) -> str:
         return self.draft_id
@@ -53,7 +63,8 @@ class RefundDraft(models.Model):
 class LedgerEntry(models.Model):
     """One refund paid out. ``operation_ref`` / ``call_ref`` say which operation caused it."""
 
-    refund_id = models.CharField(max_length=60, unique=True)
+    tenant_ref = models.SlugField()
+    refund_id = models.CharField(max_length=60)
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="ledger")
     draft = models.ForeignKey(RefundDraft, on_delete=models.PROTECT, related_name="ledger")
     amount_cents = models.PositiveIntegerField()
@@ -64,6 +75,9 @@ class LedgerEntry(models.Model):
 
     class Meta:
         verbose_name_plural = "ledger entries"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_ref", "refund_id"], name="demo_refund_unique"),
+        ]
 
     def __str__(self) -> str:
         return self.refund_id

@@ -19,6 +19,7 @@ from approvals.states import ApprovalState
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.scenario import scenario_read, scenario_store
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
+from toolcalls.errors import CallgateError
 from toolcalls.models import AuditEvent, Operation
 from toolcalls.services.operations import operation_start
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
@@ -28,8 +29,11 @@ DENY_REASON = "Refunds for cosmetic damage need a photo first."
 POLL_S = 0.05
 
 
-class ScenarioTimeout(Exception):
+class ScenarioTimeout(CallgateError):
     """The operation neither finished nor parked within the allowed time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("scenario_timeout", message)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Scenario files: a user's request plus the model's replies in wire format (docs/scenarios.md).
 
 A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each written like a case in
-``shared/fixtures/``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
+``tests/fixtures/README.md``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
 ``events``). Loading validates the shape and stores the replies as a ``ReplayScript``.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
-from providers.transports import REPLY_SCHEMA
+from providers.replay import REPLY_SCHEMA
+from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
 from toolcalls.storage import storable
 
@@ -39,8 +40,11 @@ SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(CallgateError):
     """The file is missing, not JSON, or not a valid scenario; the message says where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_scenario", message)
 
 
 def scenario_read(path: Path) -> dict[str, Any]:

@@ -4,8 +4,10 @@
 approval above ``CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS``). Amounts are in cents. Every
 lookup is scoped to the operation's tenant and subject (the customer), never to model input.
 
-Idempotency keys name the customer (the subject) as well as the order: records are unique per
-tenant and tool, and one customer's stored result must never answer another customer's call.
+Idempotency keys name the tenant and the customer (the subject) as well as the order: tenants
+number their orders and drafts alike (two tenants may both have ``ORD-1001`` and its draft
+``RD-ORD-1001-1``), and one tenant's or customer's stored result must never answer another's
+call. Reconciliation looks a key up within the tenant's own drafts and ledger only.
 Handlers raise ``ToolError`` only before any effect, so a refused request can be corrected and
 tried again under the same key.
 """
@@ -58,6 +60,7 @@ def create_refund_draft(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, 
             )
         number = order.drafts.count() + 1
         draft = RefundDraft.objects.create(
+            tenant_ref=order.tenant_ref,
             draft_id=f"RD-{order.order_id}-{number}",
             order=order,
             amount_cents=args["amount_cents"],
@@ -79,8 +82,9 @@ def _draft_result(draft: RefundDraft) -> dict[str, Any]:
 
 
 def reconcile_draft(ctx: ToolContext, key: str) -> Reconciliation:
-    """Was a draft created under this idempotency key?"""
-    draft = RefundDraft.objects.select_related("order").filter(idempotency_key=key).first()
+    """Was a draft of this tenant created under this idempotency key?"""
+    drafts = RefundDraft.objects.select_related("order")
+    draft = drafts.filter(tenant_ref=ctx.tenant_ref, idempotency_key=key).first()
     if draft is None:
         return Reconciliation(applied=False)
     return Reconciliation(applied=True, data=_draft_result(draft))
@@ -127,6 +131,7 @@ def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
                 f"Only {order.refundable_cents} cents can still be refunded on this order.",
             )
         entry = LedgerEntry.objects.create(
+            tenant_ref=order.tenant_ref,
             refund_id=f"RF-{draft.draft_id}",
             order=order,
             draft=draft,
@@ -154,8 +159,9 @@ def _refund_result(entry: LedgerEntry) -> dict[str, Any]:
 
 
 def reconcile_refund(ctx: ToolContext, key: str) -> Reconciliation:
-    """Does the ledger hold a refund paid under this idempotency key?"""
-    entry = LedgerEntry.objects.select_related("order").filter(idempotency_key=key).first()
+    """Does the tenant's ledger hold a refund paid under this idempotency key?"""
+    entries = LedgerEntry.objects.select_related("order")
+    entry = entries.filter(tenant_ref=ctx.tenant_ref, idempotency_key=key).first()
     if entry is None:
         return Reconciliation(applied=False)
     return Reconciliation(applied=True, data=_refund_result(entry))
@@ -218,7 +224,8 @@ register(
         reconcile=reconcile_draft,
         amount_field="amount_cents",
         idempotency_key=lambda ctx, a: (
-            f"draft:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['reason']}"
+            f"draft:{ctx.tenant_ref}:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:"
+            f"{a['reason']}"
         ),
         revisions=_REVISIONS,
     )
@@ -243,7 +250,8 @@ register(
         timeout_ms=2000,
         handler=submit_refund,
         idempotency_key=lambda ctx, a: (
-            f"refund:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:{a['draft_id']}"
+            f"refund:{ctx.tenant_ref}:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:"
+            f"{a['draft_id']}"
         ),
         precondition=refund_precondition,
         reconcile=reconcile_refund,

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from toolcalls.actors import Actor
 from toolcalls.binding import digest
+from toolcalls.hooks import audit_recorded
 from toolcalls.models import AuditEvent, Operation, ToolCall
-from toolcalls.services.enqueue import enqueue_webhook_fanout
 from toolcalls.states import AuditKind
 
 # "token" ("access_token", "tokenValue") but not a count of tokens ("max_input_tokens").
@@ -25,10 +25,6 @@ _SECRET_KEY = re.compile(
     re.I,
 )
 MASK = "***"
-#: Kinds that are also webhook events (``toolcalls.api.webhooks.EVENT_TYPES``): recording one
-#: fans it out to the tenant's endpoints after commit, when the tenant has any
-#: (``Tenant.webhooks_active``, as read with the operation).
-WEBHOOK_KINDS = frozenset({"operation.transition", "approval.requested", "approval.transition"})
 
 
 def mask_secrets(value: Any) -> Any:
@@ -106,15 +102,14 @@ def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEve
     return event
 
 
-def audit_insert(operation: Operation, events: list[AuditEvent]) -> None:
-    """Insert ``events`` of ``operation`` (one statement) and fan out those that are webhooks."""
+def audit_insert(events: list[AuditEvent]) -> None:
+    """Insert ``events`` (one statement) and tell the audit listeners of each
+    (``toolcalls.hooks``), inside the transaction that records them."""
     if not events:
         return
     AuditEvent.objects.bulk_create(events)
     for event in events:
-        kind = event.kind
-        if kind in WEBHOOK_KINDS and operation.tenant.webhooks_active:
-            enqueue_webhook_fanout(event_pk=event.pk)
+        audit_recorded(event)
 
 
 def audit_record(*, operation: Operation, **fields: Unpack[EventFields]) -> AuditEvent:
@@ -122,6 +117,6 @@ def audit_record(*, operation: Operation, **fields: Unpack[EventFields]) -> Audi
     change made outside a step (``toolcalls.services.unit``). Locking as for
     :func:`audit_event`."""
     event = audit_event(operation, **fields)
-    audit_insert(operation, [event])
+    audit_insert([event])
     operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
     return event

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from celery import Task
-from django.db import transaction
 
 
 class Wakes(Protocol):
@@ -68,25 +67,3 @@ def enqueue_resume(step: Wakes, *, call_pk: int) -> None:
     """Run ``toolcalls.resume_call`` for an approved call after commit."""
     task = _registered().resume_call
     step.wake(lambda: task.apply_async(args=[call_pk]))
-
-
-def enqueue_webhook_fanout(*, event_pk: int) -> None:
-    """Run ``api.webhook_fanout`` for the audit event after commit.
-
-    By name through the Celery app, so the engine does not import the API app. In-process
-    (no broker) it runs right after the commit: with no webhook endpoint that costs one query.
-    ``robust``: a webhook that fails is logged and never keeps the engine's own wake-ups,
-    registered after it on the same commit, from running.
-    """
-    transaction.on_commit(
-        lambda: _task("api.webhook_fanout").apply_async(args=[event_pk]), robust=True
-    )
-
-
-def _task(name: str) -> Task:
-    from config.celery import app
-
-    if name not in app.tasks:
-        # A worker imports every app's tasks module at start-up; a web process only when asked.
-        app.autodiscover_tasks(force=True)
-    return app.tasks[name]

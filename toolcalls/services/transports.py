@@ -6,7 +6,8 @@ from django.conf import settings
 
 from providers.families import get_adapter
 from providers.live import LiveSettings, live_transport
-from providers.transports import ModelTransport, ReplayTransport
+from providers.replay import ReplayTransport
+from providers.transports import ModelTransport
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
 

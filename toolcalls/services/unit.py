@@ -81,7 +81,7 @@ class Step:
     def flush(self) -> None:
         """Write what the step changed: events (one insert), then each changed row once; rows
         of one model with the same changed fields go in one UPDATE."""
-        audit_insert(self.operation, self._events)
+        audit_insert(self._events)
         self._events = []
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
         for row, fields in self._changed.values():

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -30,6 +30,7 @@ from toolcalls import registry
 from toolcalls.binding import canonical_json
 from toolcalls.guards import budgets_for
 from toolcalls.ids import new_approval_id, new_call_id, new_operation_id
+from toolcalls.management.base import CallgateCommand
 from toolcalls.models import ModelTurn, Operation, Tenant, ToolCall
 from toolcalls.states import CallState, OperationState
 
@@ -96,7 +97,7 @@ def _reserve(model: type[models.Model], count: int) -> list[int]:
         return [pk for (pk,) in cursor.fetchall()]
 
 
-class Command(BaseCommand):
+class Command(CallgateCommand):
     help = (
         "Bulk-insert approvals for load tests (PostgreSQL only): --pending N approvals waiting "
         "in the queue (their operations WAITING_APPROVAL) and --decided M already decided "

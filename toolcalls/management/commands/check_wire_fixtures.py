@@ -3,16 +3,17 @@
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from providers.conformance import case_files, check_file
+from toolcalls.management.base import CallgateCommand
 
 
-class Command(BaseCommand):
+class Command(CallgateCommand):
     help = (
-        "Parse every case file (shared/fixtures format) under the given directories with its "
-        "family's adapter and compare with its expect block. Prints PASS/FAIL per case and a "
-        "total; exits 1 when any case fails."
+        "Parse every case file (format: tests/fixtures/README.md) under the given directories "
+        "with its family's adapter and compare with its expect block. Prints PASS/FAIL per case "
+        "and a total; exits 1 when any case fails."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

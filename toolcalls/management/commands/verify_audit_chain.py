@@ -2,8 +2,9 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from toolcalls.management.base import CallgateCommand
 from toolcalls.models import Operation
 from toolcalls.services.audit_verify import audit_chain_walk
 
@@ -11,7 +12,7 @@ from toolcalls.services.audit_verify import audit_chain_walk
 PROGRESS_EVERY = 10_000
 
 
-class Command(BaseCommand):
+class Command(CallgateCommand):
     help = (
         "Verify the hash-chained audit trail: every event's hash, every link, no gap in the "
         "numbering, and each operation's head. Prints one line per broken operation naming its "

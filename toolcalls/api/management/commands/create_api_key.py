@@ -2,14 +2,15 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.models import SCOPES
+from toolcalls.management.base import CallgateCommand
 from toolcalls.models import Tenant
 
 
-class Command(BaseCommand):
+class Command(CallgateCommand):
     help = (
         "Create an API key for a tenant's backend service. The key is printed once and only its "
         f"SHA-256 is stored. Scopes: {', '.join(SCOPES)}."
@@ -29,10 +30,7 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"no tenant {options['tenant']!r}")
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
-        try:
-            key, secret = api_key_create(tenant=tenant, name=options["name"], scopes=scopes)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        key, secret = api_key_create(tenant=tenant, name=options["name"], scopes=scopes)
         self.stdout.write(f"API key for {tenant.slug} ({key.name}; {', '.join(key.scopes)}):")
         self.stdout.write(secret)
         self.stdout.write("It is shown only now: store it in the service's secrets.")

@@ -7,14 +7,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from toolcalls.demo.runner import RunOptions, ScenarioTimeout, printable, scenario_run, summary
-from toolcalls.demo.scenario import ScenarioError
-from toolcalls.services.operations import OperationError
+from toolcalls.demo.runner import RunOptions, printable, scenario_run, summary
+from toolcalls.management.base import CallgateCommand
 
 
-class ScenarioCommand(BaseCommand):
+class ScenarioCommand(CallgateCommand):
     def add_decision_arguments(self, parser: CommandParser) -> None:
         choice = parser.add_mutually_exclusive_group()
         choice.add_argument("--approve", action="store_true", help="act as the operator: approve")
@@ -29,10 +28,7 @@ class ScenarioCommand(BaseCommand):
             logging.getLogger(name).setLevel(logging.WARNING)
         decision = "approve" if options["approve"] else "deny" if options["deny"] else None
         run_options = RunOptions(decision=decision, timeout_s=options["timeout"])
-        try:
-            operation = scenario_run(path=path, options=run_options, out=self.stdout.write)
-        except (ScenarioError, ScenarioTimeout, OperationError) as exc:
-            raise CommandError(str(exc)) from None
+        operation = scenario_run(path=path, options=run_options, out=self.stdout.write)
         if operation.final_text:
             self.stdout.write(f"model: {printable(operation.final_text)}")
         reason = f" ({printable(operation.terminal_reason)})" if operation.terminal_reason else ""

@@ -2,14 +2,15 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from toolcalls.demo.runner import RunOptions, ScenarioTimeout, scenario_run
 from toolcalls.demo.scenario import bundled_path
 from toolcalls.demo.services import demo_seed
+from toolcalls.management.base import CallgateCommand
 
 
-class Command(BaseCommand):
+class Command(CallgateCommand):
     help = "Create the demo tenant, users and orders; with --start, run one refund to its approval."
 
     def add_arguments(self, parser: CommandParser) -> None:

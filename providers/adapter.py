@@ -1,0 +1,181 @@
+"""What every API family's adapter shares: reading a reply by its kind, the HTTP-error and
+malformed-reply skeletons, failures reported inside an HTTP 200, and token usage.
+
+A family subclasses :class:`FamilyAdapter` and supplies the hooks: the conversation and request
+body, how to classify a JSON body (``parse_body``), its stream assembler, the result shapes,
+which fields of its error object name the failure (``error_reason_fields``, ``retry_codes``), and
+where its usage object keeps the token counts (a :class:`UsageFields` in the family's reply
+module).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from providers.base import (
+    DEFAULT_MAX_ARGUMENT_BYTES,
+    Outcome,
+    ParsedReply,
+    StreamAssembler,
+    ToolDeclaration,
+    ToolResultMessage,
+    Usage,
+    WireReply,
+)
+from providers.errors import retry_after_seconds, status_is_retryable
+from providers.payload import count, items, obj, text
+from providers.streaming import assemble
+
+
+@dataclass(frozen=True)
+class UsageFields:
+    """Where a family's usage object keeps its token counts.
+
+    ``input`` names the input count; the output count is the sum of the ``output`` fields
+    (thinking tokens are output tokens). With ``only_when_counted`` a usage object holding none
+    of these fields reads as no usage at all.
+    """
+
+    input: str
+    output: tuple[str, ...]
+    only_when_counted: bool = False
+
+    def read(self, usage: Any) -> Usage | None:
+        """The :class:`Usage` of ``usage`` (a JSON object, else ``None``); a missing or invalid
+        count is 0 (:func:`providers.payload.count`)."""
+        if not isinstance(usage, Mapping):
+            return None
+        if self.only_when_counted and not any(key in usage for key in (self.input, *self.output)):
+            return None
+        return Usage(
+            input_tokens=count(usage.get(self.input)),
+            output_tokens=sum(count(usage.get(key)) for key in self.output),
+        )
+
+
+def error_reason(error: Mapping[str, Any], fields: Sequence[str]) -> str | None:
+    """The first of ``fields`` of an error object that holds a non-empty string (the last one's
+    value when none does): OpenAI's ``code``-else-``type``, Anthropic's ``type``, Google's
+    ``status``."""
+    reason: str | None = None
+    for name in fields:
+        reason = reason or text(error.get(name))
+    return reason
+
+
+def api_failure(
+    *,
+    raw_reason: str | None,
+    retryable: bool,
+    error_message: str | None,
+    response_id: str | None = None,
+    usage: Usage | None = None,
+    retry_after_s: float | None = None,
+) -> ParsedReply:
+    """An API_FAILURE reply. It never carries text: whatever arrived before the failure is
+    discarded."""
+    return ParsedReply(
+        outcome=Outcome.API_FAILURE,
+        raw_reason=raw_reason,
+        response_id=response_id,
+        text=None,
+        usage=usage,
+        retryable=retryable,
+        retry_after_s=retry_after_s,
+        error_message=error_message,
+    )
+
+
+def malformed(
+    revision: str, problem: str, *, response_id: str | None = None, usage: Usage | None = None
+) -> ParsedReply:
+    """A MALFORMED reply with no text or calls; ``error_message`` names the adapter revision and
+    the ``problem``."""
+    return ParsedReply(
+        outcome=Outcome.MALFORMED,
+        raw_reason=None,
+        response_id=response_id,
+        text=None,
+        usage=usage,
+        error_message=f"{revision}: {problem}",
+    )
+
+
+class FamilyAdapter(abc.ABC):
+    """The skeleton of a :class:`providers.base.ProviderAdapter`.
+
+    ``parse_reply`` is total: an HTTP error is classified from the family's error object, a
+    stream through a fresh assembler, a JSON object body by ``parse_body``; anything else is
+    MALFORMED.
+    """
+
+    provider: str
+    family: str
+    revision: str
+    #: Fields of the HTTP error body's ``error`` object naming the failure, in order of
+    #: preference (see :func:`error_reason`).
+    error_reason_fields: tuple[str, ...]
+
+    @abc.abstractmethod
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        """The opening conversation (provider-native items) for the user's request."""
+
+    @abc.abstractmethod
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        """The JSON request body for the next model request."""
+
+    @abc.abstractmethod
+    def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
+        """Classify the JSON object body of a non-streamed HTTP 200 reply."""
+
+    @abc.abstractmethod
+    def stream_assembler(self, *, max_argument_bytes: int) -> StreamAssembler:
+        """A fresh assembler for one streamed reply of this family."""
+
+    @abc.abstractmethod
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        """``conversation`` plus one result per call, shaped as the provider wants."""
+
+    def append_reply(self, *, conversation: Sequence[Any], reply: ParsedReply) -> list[Any]:
+        """``conversation`` extended with the assistant items of ``reply``, as they came."""
+        return [*conversation, *reply.assistant_items]
+
+    def parse_reply(
+        self, reply: WireReply, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    ) -> ParsedReply:
+        if reply.kind == "http_error":
+            return self.parse_http_error(reply)
+        if reply.kind == "stream":
+            # ``items``: a hostile ``events`` value that is not a list reads as no events.
+            return assemble(
+                self.stream_assembler(max_argument_bytes=max_argument_bytes), items(reply.events)
+            )
+        if isinstance(reply.body, Mapping):
+            return self.parse_body(reply.body, max_argument_bytes=max_argument_bytes)
+        return malformed(self.revision, f"a {reply.kind!r} reply without a JSON object body")
+
+    def parse_http_error(self, reply: WireReply) -> ParsedReply:
+        """A non-2xx reply: retryable by status, unless a retry code names a spent quota; the
+        delay the provider asked for only when it is retryable."""
+        error = obj(obj(reply.body).get("error"))
+        reason = error_reason(error, self.error_reason_fields)
+        retryable = all(
+            status_is_retryable(reply.http_status, code) for code in self.retry_codes(error, reason)
+        )
+        return api_failure(
+            raw_reason=reason,
+            retryable=retryable,
+            retry_after_s=retry_after_seconds(reply.headers, reply.body) if retryable else None,
+            error_message=text(error.get("message")) or f"HTTP {reply.http_status}",
+        )
+
+    def retry_codes(self, error: Mapping[str, Any], reason: str | None) -> tuple[str | None, ...]:
+        """The codes of an HTTP error checked against the quota codes: the reason itself."""
+        return (reason,)

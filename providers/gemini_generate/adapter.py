@@ -1,0 +1,119 @@
+"""The generateContent adapter: conversation, request body and result shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.adapter import FamilyAdapter
+from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.gemini_generate.reply import REVISION, parse_response
+from providers.gemini_generate.stream import GenerateStream
+from providers.payload import items, obj, text
+
+
+class GeminiGenerateAdapter(FamilyAdapter):
+    """Adapter for ``generateContent``: ``functionCall`` parts out, ``functionResponse`` parts in.
+
+    The conversation is the request's ``contents`` list of ``Content`` objects
+    (``{"role": "user" | "model", "parts": [Part, ...]}``): the user's text, then each model
+    turn replayed verbatim (every part, ``thoughtSignature`` included), each followed by one
+    ``role: "user"`` content holding one ``functionResponse`` part per ``functionCall`` part, in
+    call order (google-genai ``chats.py`` builds history the same way).
+    """
+
+    provider = "google"
+    family = "gemini_generate"
+    revision = REVISION
+    error_reason_fields = ("status",)
+
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        return [{"role": "user", "parts": [{"text": user_input}]}]
+
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        """The REST body of ``POST /v1beta/models/{model}:generateContent``.
+
+        The model is part of the URL path, not of the body (google-genai ``models.py``
+        ``_GenerateContentParameters_to_mldev`` binds it to ``_url.model``), so the transport
+        takes it from the operation. Parameters go in ``parametersJsonSchema`` (JSON Schema,
+        "mutually exclusive with ``parameters``", google-genai ``types.FunctionDeclaration``):
+        the registry's schemas set ``additionalProperties: false``, which the OpenAPI-subset
+        ``parameters`` field rejects with ``Invalid JSON payload received. Unknown name
+        "additionalProperties"``. ``toolConfig`` is sent only with tools: a calling config
+        without declarations is itself an invalid request.
+        """
+        body: dict[str, Any] = {"contents": list(conversation)}
+        if tools:
+            body["tools"] = [
+                {"functionDeclarations": [tool.declared("parametersJsonSchema") for tool in tools]}
+            ]
+            body["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
+        return body
+
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        """One ``role: "user"`` content with one ``functionResponse`` part per result.
+
+        ``response`` is the model-facing envelope as is: an error envelope carries an ``error``
+        key, which Gemini reads as error details ("Use "output" key to specify function output
+        and "error" key to specify error details", ``types.FunctionResponse``); the API has no
+        separate error flag. The provider's ``id`` is echoed; a synthesized ID is left out, so
+        Gemini pairs that response by name and order. Parts follow the order of the
+        ``functionCall`` parts of the last model turn.
+        """
+        if not results:
+            return list(conversation)
+        ordered = _in_call_order(results, _last_model_calls(conversation))
+        parts = [{"functionResponse": _function_response(result)} for result in ordered]
+        return [*conversation, {"role": "user", "parts": parts}]
+
+    def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
+        return parse_response(body, max_argument_bytes)
+
+    def stream_assembler(self, *, max_argument_bytes: int) -> GenerateStream:
+        return GenerateStream(max_argument_bytes)
+
+
+def _last_model_calls(conversation: Sequence[Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """``(part position, functionCall)`` of the last ``role: "model"`` content, in order."""
+    for content in reversed(items(list(conversation))):
+        if content.get("role") == "model":
+            return [
+                (index, obj(part.get("functionCall")))
+                for index, part in enumerate(items(content.get("parts")))
+                if "functionCall" in part
+            ]
+    return []
+
+
+def _in_call_order(
+    results: Sequence[ToolResultMessage], calls: Sequence[tuple[int, Mapping[str, Any]]]
+) -> list[ToolResultMessage]:
+    """``results`` reordered to follow ``calls``: a call with a provider ``id`` takes the result
+    with that ID; one without takes the synthesized result made up for its part position (see
+    :func:`providers.gemini_generate.reply.synthesized_call_id`), else the next synthesized
+    result of the same name. Results that match no call keep their order at the end."""
+    remaining = list(results)
+    ordered: list[ToolResultMessage] = []
+    for position, call in calls:
+        wire_id = text(call.get("id"))
+        if wire_id:
+            found = [r for r in remaining if not r.synthesized and r.call_id == wire_id]
+        else:
+            named = [r for r in remaining if r.synthesized and r.name == call.get("name")]
+            suffix = f"_{position}"
+            found = [r for r in named if r.call_id.endswith(suffix)] + named
+        if found:
+            ordered.append(found[0])
+            remaining.remove(found[0])
+    return [*ordered, *remaining]
+
+
+def _function_response(result: ToolResultMessage) -> dict[str, Any]:
+    response: dict[str, Any] = {"name": result.name, "response": dict(result.model_result)}
+    if not result.synthesized:
+        response = {"id": result.call_id, **response}
+    return response

@@ -1,0 +1,69 @@
+"""The Interactions adapter: conversation, request body and result shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.adapter import FamilyAdapter
+from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.gemini_interactions.reply import REVISION, parse_interaction
+from providers.gemini_interactions.stream import InteractionsStream
+
+
+class GeminiInteractionsAdapter(FamilyAdapter):
+    """Adapter for the Interactions API: ``function_call`` steps out, ``function_result`` in.
+
+    The conversation is the stateless ``input`` step list: a ``user_input`` step, then every
+    earlier reply's model steps replayed verbatim and in order (``thought`` steps with their
+    ``signature`` included, which Gemini 3 requires for function calling), each reply followed by
+    one ``function_result`` step per ``function_call.id``. Requests carry ``store: false``: the
+    SDK's ``CreateModelInteraction`` has ``store`` ("whether to store the response and request
+    for later retrieval"), and the migration guide's stateless alternative to
+    ``previous_interaction_id`` is exactly prior steps plus results in ``input``. Nothing then
+    lives at the provider, so any worker can send the next request from the stored conversation
+    and a replayed or retried request is self-contained.
+    """
+
+    provider = "google"
+    family = "gemini_interactions"
+    revision = REVISION
+    error_reason_fields = ("status",)
+
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        return [{"type": "user_input", "content": [{"type": "text", "text": user_input}]}]
+
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        """The Interactions body; tool declarations are flat (no ``function_declarations``
+        wrapper)."""
+        return {
+            "model": model,
+            "input": list(conversation),
+            "tools": [{"type": "function", **tool.declared()} for tool in tools],
+            "store": False,
+        }
+
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        return [*conversation, *(_function_result(result) for result in results)]
+
+    def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
+        return parse_interaction(body)
+
+    def stream_assembler(self, *, max_argument_bytes: int) -> InteractionsStream:
+        return InteractionsStream(max_argument_bytes)
+
+
+def _function_result(result: ToolResultMessage) -> dict[str, Any]:
+    """One ``function_result`` step. ``name`` is always sent (the live API rejects a result
+    without it); ``call_id`` is left out for a made-up ID, which the provider never issued."""
+    step: dict[str, Any] = {"type": "function_result", "name": result.name}
+    if not result.synthesized:
+        step["call_id"] = result.call_id
+    step["result"] = dict(result.model_result)
+    if result.is_error:
+        step["is_error"] = True
+    return step

@@ -1,0 +1,89 @@
+"""The Chat Completions adapter: conversation, request body and result shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.adapter import FamilyAdapter
+from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.openai_chat.reply import REVISION, parse_completion
+from providers.openai_chat.stream import ChatStream
+from providers.payload import items, obj, text
+
+
+class OpenAIChatAdapter(FamilyAdapter):
+    """Adapter for Chat Completions: ``tool_calls`` on the assistant message out, one
+    ``{"role": "tool", "tool_call_id", "content"}`` message per call in.
+
+    The conversation is the request's ``messages`` list: the user message, then each assistant
+    message as the server returned it (``content``, ``refusal``, ``tool_calls`` verbatim, and a
+    ``reasoning_content`` when a compatible server sent one), each immediately followed by one
+    tool message per ``tool_call_id``: nothing may come between them.
+    """
+
+    provider = "openai"
+    family = "openai_chat"
+    revision = REVISION
+    error_reason_fields = ("code", "type")
+
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        return [{"role": "user", "content": user_input}]
+
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        # Keyword arguments of ``client.chat.completions.create``. ``stream`` and
+        # ``stream_options`` are the transport's: the API rejects ``stream_options`` unless
+        # ``stream`` is true. An empty ``tools`` array is a 400, so it is left out.
+        body: dict[str, Any] = {"model": model, "messages": list(conversation)}
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {**tool.declared(), "strict": False},
+                }
+                for tool in tools
+            ]
+        return body
+
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        legacy = _answers_legacy_function_call(conversation)
+        messages: list[dict[str, Any]] = []
+        for result in results:
+            content = json.dumps(dict(result.model_result), separators=(",", ":"))
+            if not result.synthesized:
+                messages.append(
+                    {"role": "tool", "tool_call_id": result.call_id, "content": content}
+                )
+            elif legacy:
+                # The deprecated ``function_call`` has no ID: its answer is a ``function`` message.
+                messages.append({"role": "function", "name": result.name, "content": content})
+            else:
+                # The server sent the call without an ID; the made-up one is not sent back as if
+                # it had issued it. The answer is matched by position (and name).
+                messages.append({"role": "tool", "name": result.name, "content": content})
+        return [*conversation, *messages]
+
+    def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
+        return parse_completion(body)
+
+    def stream_assembler(self, *, max_argument_bytes: int) -> ChatStream:
+        return ChatStream(max_argument_bytes)
+
+    def retry_codes(self, error: Mapping[str, Any], reason: str | None) -> tuple[str | None, ...]:
+        # A quota code in either field means "no credit left", never worth a retry.
+        return (reason, text(error.get("type")))
+
+
+def _answers_legacy_function_call(conversation: Sequence[Any]) -> bool:
+    """Whether the latest assistant message carries a deprecated ``function_call`` (and no
+    ``tool_calls``), so its result goes back as a ``function`` message."""
+    for raw in reversed(conversation):
+        message = obj(raw)
+        if message.get("role") == "assistant":
+            return not items(message.get("tool_calls")) and bool(obj(message.get("function_call")))
+    return False

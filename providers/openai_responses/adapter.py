@@ -1,0 +1,61 @@
+"""The Responses adapter: conversation, request body and result shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.adapter import FamilyAdapter
+from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.openai_responses.reply import REVISION, parse_response
+from providers.openai_responses.stream import ResponsesStream
+
+
+class OpenAIResponsesAdapter(FamilyAdapter):
+    """Adapter for the Responses API: ``function_call`` items out, ``function_call_output`` in.
+
+    The conversation is the Responses ``input`` list: the user message, then every earlier
+    ``output`` list replayed verbatim and in order (reasoning items included, as the API requires
+    for reasoning models), each followed by one ``function_call_output`` per ``call_id``.
+    """
+
+    provider = "openai"
+    family = "openai_responses"
+    revision = REVISION
+    error_reason_fields = ("code", "type")
+
+    def start_conversation(self, *, user_input: str) -> list[Any]:
+        return [{"type": "message", "role": "user", "content": user_input}]
+
+    def build_request(
+        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+    ) -> dict[str, Any]:
+        """The Responses body. ``store: false`` keeps no state at the provider; the encrypted
+        reasoning content lets the next request replay reasoning items without it."""
+        return {
+            "model": model,
+            "input": list(conversation),
+            "tools": [{"type": "function", **tool.declared(), "strict": False} for tool in tools],
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+        }
+
+    def append_results(
+        self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
+    ) -> list[Any]:
+        outputs = [
+            {
+                "type": "function_call_output",
+                "call_id": result.call_id,
+                "output": json.dumps(dict(result.model_result), separators=(",", ":")),
+            }
+            for result in results
+        ]
+        return [*conversation, *outputs]
+
+    def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
+        return parse_response(body)
+
+    def stream_assembler(self, *, max_argument_bytes: int) -> ResponsesStream:
+        return ResponsesStream(max_argument_bytes)

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from toolcalls.console import views
+
+app_name = "operations"
+urlpatterns = [
+    path("escalated/", views.escalations, name="escalations"),
+    path("<str:public_id>/", views.operation_detail, name="detail"),
+    path("<str:public_id>/extend/", views.operation_extend_view, name="extend"),
+    path("<str:public_id>/stop/", views.operation_stop_view, name="stop"),
+    path(
+        "<str:public_id>/calls/<str:call_public_id>/resolve/",
+        views.call_resolve_view,
+        name="resolve",
+    ),
+]

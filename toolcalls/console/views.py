@@ -1,0 +1,142 @@
+"""The support view of one operation: its state, turns, calls and audit timeline. Read-only."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from toolcalls import selectors
+from toolcalls.actors import Actor
+from toolcalls.console.diagram import operation_diagram
+from toolcalls.console.forms import ExtendForm, ResolveForm, StopForm
+from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
+from toolcalls.console.search import operation_search
+from toolcalls.models import Operation
+from toolcalls.services.escalations import operation_extend, operation_stop
+from toolcalls.services.reconcile import call_resolve
+from toolcalls.states import OperationState
+from toolcalls.storage import storable
+
+RESOLVE_PERMISSION = "toolcalls.resolve_operation"
+
+
+def _operation(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
+    try:
+        return selectors.operation_get(user=request.user, public_id=id_or_404(public_id))
+    except Operation.DoesNotExist:
+        raise Http404("No such operation in your tenants.") from None
+
+
+@login_required
+def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    operation = _operation(request, public_id)
+    can_resolve = request.user.has_perm(RESOLVE_PERMISSION)
+    escalated = operation.state == OperationState.ESCALATED
+    timeline = list(selectors.operation_timeline(operation=operation))
+    turns = selectors.operation_turns_with_cost(operation=operation)
+    path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
+    context = {
+        "operation": operation,
+        "turns": turns,
+        "timeline": timeline,
+        "diagram": operation_diagram(transitions=path, current=operation.state),
+        "guards": selectors.operation_guards(operation=operation),
+        "can_resolve": can_resolve and escalated,
+        "extend_form": ExtendForm(budgets=operation.budgets) if can_resolve and escalated else None,
+        "stop_form": StopForm() if can_resolve and escalated else None,
+        "resolve_form": ResolveForm() if can_resolve and escalated else None,
+    }
+    return render(request, "toolcalls/operation_detail.html", context)
+
+
+@login_required
+def escalations(request: AuthenticatedHttpRequest) -> HttpResponse:
+    operations = selectors.operations_escalated(user=request.user)
+    return render(request, "toolcalls/escalations.html", {"operations": operations})
+
+
+def _act(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
+    if not request.user.has_perm(RESOLVE_PERMISSION):
+        raise PermissionDenied("You may not act on escalated operations.")
+    return _operation(request, public_id)
+
+
+def _done(request: AuthenticatedHttpRequest, operation: Operation, text: str) -> HttpResponse:
+    messages.success(request, text)
+    return redirect("operations:detail", public_id=operation.public_id)
+
+
+def _refused(request: AuthenticatedHttpRequest, operation: Operation, text: str) -> HttpResponse:
+    messages.error(request, text)
+    return redirect("operations:detail", public_id=operation.public_id)
+
+
+@login_required
+@require_POST
+@refusals_shown("operations:detail")
+def operation_extend_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    operation = _act(request, public_id)
+    form = ExtendForm(request.POST, budgets=operation.budgets)
+    if not form.is_valid():
+        return _refused(request, operation, "Budgets must be positive numbers.")
+    operation_extend(
+        operation_pk=operation.pk,
+        actor=Actor.user(request.user),
+        budgets=form.changes(),
+        note=form.cleaned_data["note"],
+    )
+    return _done(request, operation, "Budget extended; the operation goes on.")
+
+
+@login_required
+@require_POST
+@refusals_shown("operations:detail")
+def operation_stop_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    operation = _act(request, public_id)
+    form = StopForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, operation, "Say why the operation is stopped.")
+    operation_stop(
+        operation_pk=operation.pk,
+        actor=Actor.user(request.user),
+        reason=form.cleaned_data["reason"],
+    )
+    return _done(request, operation, "Operation stopped.")
+
+
+@login_required
+@require_POST
+@refusals_shown("operations:detail")
+def call_resolve_view(
+    request: AuthenticatedHttpRequest, public_id: str, call_public_id: str
+) -> HttpResponse:
+    operation = _act(request, public_id)
+    call = get_object_or_404(operation.calls, public_id=id_or_404(call_public_id))
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, operation, "Choose what happened.")
+    call_resolve(
+        call_pk=call.pk,
+        actor=Actor.user(request.user),
+        resolution=form.cleaned_data["resolution"],
+        note=form.cleaned_data["note"],
+    )
+    return _done(request, operation, f"Recorded the outcome of {call.tool_name}.")
+
+
+@login_required
+def search(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Find an operation by any ID; one match goes straight to it. Text no ID can hold (a NUL,
+    a lone surrogate) is answered with a message instead of a search."""
+    query = request.GET.get("q", "").strip()[:200]
+    if storable(query) != query:
+        error = "Search text cannot contain NUL characters; nothing was searched."
+        return render(request, "toolcalls/search.html", {"query": "", "error": error})
+    results = operation_search(user=request.user, query=query)
+    if len(results) == 1:
+        return redirect("operations:detail", public_id=results[0][0].public_id)
+    return render(request, "toolcalls/search.html", {"query": query, "results": results})
