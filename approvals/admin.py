@@ -61,5 +61,5 @@ class ApprovalRequestAdmin(
         "public_id__exact",
         "operation__public_id__exact",
         "call__public_id__exact",
-        "call__call_id__exact",
+        "call__provider_call_id__exact",
     )

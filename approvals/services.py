@@ -294,7 +294,11 @@ def _record(
         approval,
         state,
         who,
-        {"call_id": call.call_id, "tool": call.tool_name, "reason": reason.strip()},
+        {
+            "provider_call_id": call.provider_call_id,
+            "tool": call.tool_name,
+            "reason": reason.strip(),
+        },
     )
 
 
@@ -318,7 +322,10 @@ def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
     call = step.call
     approval.decided_at = approval.db_now  # type: ignore[attr-defined]
     step.change(approval, "decided_at")
-    details = {"call_id": call.call_id, "expires_at": approval.expires_at.isoformat()}
+    details = {
+        "provider_call_id": call.provider_call_id,
+        "expires_at": approval.expires_at.isoformat(),
+    }
     _transition(step, approval, ApprovalState.EXPIRED, actor, details)
     call_expire(step, call, actor=actor)
 

@@ -1,7 +1,8 @@
 """``ReplayTransport``: scripted wire payloads served in order (the embedded default and tests).
 
-It is stateless: the caller passes ``sequence``, the number of replies already recorded for the
-operation, so any worker can serve the next reply and a retried request gets the same one. Before
+It is stateless: the caller passes ``turn``, the turn index (the number of replies already
+recorded for the operation), so any worker can serve the next reply and a retried request gets
+the same one. Before
 answering, it applies the provider's own request rules (each family's ``rules`` module, read by
 nothing else), so a request the real provider would refuse gets the provider's 400 here too.
 """
@@ -104,27 +105,27 @@ class ReplayTransport:
         self,
         *,
         request: Mapping[str, Any],
-        sequence: int,
+        turn: int,
         model: str = "",
         on_event: OnEvent | None = None,
         results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
-        if sequence >= len(self._replies):
+        if turn >= len(self._replies):
             raise TransportError(
-                f"scenario exhausted: request #{sequence + 1} but the scenario has only "
+                f"scenario exhausted: request #{turn + 1} but the scenario has only "
                 f"{len(self._replies)} {'reply' if len(self._replies) == 1 else 'replies'}",
                 code="scenario_exhausted",
                 retryable=False,
             )
-        problem = self._pairing_problem(request, sequence)
+        problem = self._pairing_problem(request, turn)
         if problem:
             return problem
-        variants = _variants(self._replies[sequence])
+        variants = _variants(self._replies[turn])
         branch = "error" if any(result.is_error for result in results) else "ok"
         return WireReply.from_case(variants.get(branch) or next(iter(variants.values())))
 
-    def _pairing_problem(self, request: Mapping[str, Any], sequence: int) -> WireReply | None:
-        for earlier in reversed(self._replies[:sequence]):
+    def _pairing_problem(self, request: Mapping[str, Any], turn: int) -> WireReply | None:
+        for earlier in reversed(self._replies[:turn]):
             previous = [
                 self._adapter.parse_reply(WireReply.from_case(case))
                 for case in _variants(earlier).values()

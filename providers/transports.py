@@ -26,13 +26,13 @@ class ModelTransport(Protocol):
         self,
         *,
         request: Mapping[str, Any],
-        sequence: int,
+        turn: int,
         model: str,
         on_event: OnEvent | None = None,
         results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         """Send ``request`` (the adapter's JSON body) for ``model`` as the operation's
-        ``sequence``-th request (0-based; replies already recorded). ``results`` are the tool
+        turn ``turn`` (the 0-based turn index: replies already recorded). ``results`` are the tool
         results the request carries (a scripted model may branch on them; providers read the
         body)."""
         ...

@@ -67,7 +67,7 @@ class ToolCallFactory(factory.django.DjangoModelFactory[ToolCall]):
     operation = factory.SelfAttribute("turn.operation")
     position = 0
     response_id = factory.SelfAttribute("turn.response_id")
-    call_id = factory.Sequence(lambda n: f"call_{n}")
+    provider_call_id = factory.Sequence(lambda n: f"call_{n}")
     tool_name = "get_order"
     arguments = factory.LazyFunction(lambda: {"order_id": "ORD-1001"})
 

@@ -100,17 +100,17 @@ class ReplayServer:
             script = self.scripts.get(model)
             if family is None or script is None or script.family != family:
                 return _error(404, f"no {family or route} script for model {model!r}"), False
-            sequence = script.position
+            turn = script.position
             script.position += 1
         transport = ReplayTransport(adapter=get_adapter(family), replies=script.replies)
         try:
-            reply = transport.send(request=body, sequence=sequence, model=model)
+            reply = transport.send(request=body, turn=turn, model=model)
         except TransportError as exc:
             return _error(400, str(exc)), False
         if reply.kind != "http_error" and (reply.kind == "stream") != streamed:
             wanted = "a stream" if streamed else "a JSON body"
             return _error(
-                400, f"reply {sequence} is {reply.kind!r} but the request asked for {wanted}"
+                400, f"reply {turn} is {reply.kind!r} but the request asked for {wanted}"
             ), False
         return reply, streamed
 

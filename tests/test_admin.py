@@ -120,7 +120,7 @@ def tenant_rows(slug: str) -> Rows:
     call = ToolCallFactory.create(
         turn=turn,
         tool_name="submit_refund",
-        call_id=f"call_provider_{slug}",
+        provider_call_id=f"call_provider_{slug}",
         idempotency_key=f"refund:{slug}:1",
         raw_arguments='{"order_id": "ORD-1001"}',
         model_result={"ok": True},
@@ -158,7 +158,7 @@ def tenant_rows(slug: str) -> Rows:
         amount_cents=1000,
         idempotency_key=f"refund:{slug}:1",
         operation_ref=operation.public_id,
-        call_ref=call.call_id,
+        call_ref=call.provider_call_id,
     )
     return Rows(tenant, script, operation, turn, call, approval, record, event, order, draft, entry)
 
@@ -316,7 +316,7 @@ SEARCHES: list[tuple[str, type[models.Model], Callable[[Rows], str]]] = [
     ("turn by response id", ModelTurn, lambda r: r.turn.response_id),
     ("turn by op id", ModelTurn, lambda r: r.operation.public_id),
     ("call by call id", ToolCall, lambda r: r.call.public_id),
-    ("call by provider call id", ToolCall, lambda r: r.call.call_id),
+    ("call by provider call id", ToolCall, lambda r: r.call.provider_call_id),
     ("call by response id", ToolCall, lambda r: r.call.response_id),
     ("call by op id", ToolCall, lambda r: r.operation.public_id),
     ("call by approval id", ToolCall, lambda r: r.approval.public_id),
@@ -324,13 +324,13 @@ SEARCHES: list[tuple[str, type[models.Model], Callable[[Rows], str]]] = [
     ("approval by approval id", ApprovalRequest, lambda r: r.approval.public_id),
     ("approval by op id", ApprovalRequest, lambda r: r.operation.public_id),
     ("approval by call id", ApprovalRequest, lambda r: r.call.public_id),
-    ("approval by provider call id", ApprovalRequest, lambda r: r.call.call_id),
+    ("approval by provider call id", ApprovalRequest, lambda r: r.call.provider_call_id),
     ("record by idempotency key", IdempotencyRecord, lambda r: r.record.key),
     ("record by call id", IdempotencyRecord, lambda r: r.call.public_id),
     ("record by op id", IdempotencyRecord, lambda r: r.operation.public_id),
     ("event by op id", AuditEvent, lambda r: r.operation.public_id),
     ("event by call id", AuditEvent, lambda r: r.call.public_id),
-    ("event by provider call id", AuditEvent, lambda r: r.call.call_id),
+    ("event by provider call id", AuditEvent, lambda r: r.call.provider_call_id),
     ("ledger by op id", LedgerEntry, lambda r: r.operation.public_id),
     ("ledger by idempotency key", LedgerEntry, lambda r: r.entry.idempotency_key),
 ]

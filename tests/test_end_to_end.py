@@ -59,7 +59,7 @@ def _park(demo, name: str) -> Operation:  # type: ignore[no-untyped-def]
 def _results_sent_once_per_call(operation: Operation) -> None:
     for call in operation.calls.all():
         request_after = call.turn.index + 1
-        assert sent_outputs(operation, request_after).count(call.call_id) == 1
+        assert sent_outputs(operation, request_after).count(call.provider_call_id) == 1
     for turn in operation.turns.all():
         outputs = sent_outputs(operation, turn.index)
         assert len(outputs) == len(set(outputs))

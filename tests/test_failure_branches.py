@@ -85,7 +85,7 @@ def test_unknown_tool_gets_an_envelope_and_the_loop_goes_on(demo, celery_worker)
     operation = settle(start(demo, bundled_replies("unknown_tool")))
     assert operation.state == S.COMPLETED
     call = operation.calls.get()
-    assert received(operation, call.call_id)["error"]["code"] == "UNKNOWN_TOOL"
+    assert received(operation, call.provider_call_id)["error"]["code"] == "UNKNOWN_TOOL"
     assert call_path(call) == [(CallState.PROPOSED, CallState.REJECTED)]
 
 
@@ -107,7 +107,7 @@ def test_expired_approval_is_told_and_never_executed(demo, celery_worker) -> Non
     assert approvals_expire_due() == 1
     operation = settle(operation)
     submit = operation.calls.get(tool_name="submit_refund")
-    assert received(operation, submit.call_id)["error"]["code"] == "APPROVAL_EXPIRED"
+    assert received(operation, submit.provider_call_id)["error"]["code"] == "APPROVAL_EXPIRED"
     assert (CallState.APPROVED, CallState.EXECUTING) not in call_path(submit)
     assert call_path(submit)[-1] == (CallState.WAITING_APPROVAL, CallState.EXPIRED)
     assert "did not go through" in operation.final_text  # the scripted model's error branch
@@ -126,7 +126,7 @@ def test_submit_timeout_after_the_effect_is_reconciled(demo, celery_worker) -> N
         (CallState.EXECUTING, CallState.UNKNOWN_OUTCOME),
         (CallState.UNKNOWN_OUTCOME, CallState.SUCCEEDED),
     ]
-    assert received(operation, submit.call_id)["data"]["refund_id"] == "RF-RD-ORD-1001-1"
+    assert received(operation, submit.provider_call_id)["data"]["refund_id"] == "RF-RD-ORD-1001-1"
     assert LedgerEntry.objects.count() == 1
 
 
@@ -142,7 +142,10 @@ def test_the_same_refund_under_a_new_call_id_is_suppressed(demo, celery_worker) 
     while settle(operation).state == S.WAITING_APPROVAL:
         approve_all(operation)
     assert operation.state == S.COMPLETED, operation.terminal_reason
-    first, again = operation.calls.get(call_id="s1"), operation.calls.get(call_id="s2")
+    first, again = (
+        operation.calls.get(provider_call_id="s1"),
+        operation.calls.get(provider_call_id="s2"),
+    )
     assert (first.state, again.state) == (CallState.SUCCEEDED, CallState.SUPPRESSED)
     assert received(operation, "s2") == received(operation, "s1")
     assert LedgerEntry.objects.count() == 1
@@ -151,7 +154,7 @@ def test_the_same_refund_under_a_new_call_id_is_suppressed(demo, celery_worker) 
 def test_an_identical_call_repeated_gets_no_progress_then_escalates(demo, celery_worker) -> None:
     replies = [r.response(r.call(f"g{i}", "get_order", ORDER)) for i in range(3)] + [r.final()]
     operation = settle(start(demo, replies))
-    states = {c.call_id: (c.state, c.error_code) for c in operation.calls.all()}
+    states = {c.provider_call_id: (c.state, c.error_code) for c in operation.calls.all()}
     assert states == {
         "g0": (CallState.SUCCEEDED, ""),
         "g1": (CallState.REJECTED, "NO_PROGRESS"),
@@ -252,7 +255,7 @@ def test_a_parallel_set_runs_siblings_once_and_returns_results_together(
     ]
     operation = settle(start(demo, replies))
     assert operation.state == S.WAITING_APPROVAL
-    assert {c.call_id: c.state for c in operation.turns.get(index=1).calls.all()} == {
+    assert {c.provider_call_id: c.state for c in operation.turns.get(index=1).calls.all()} == {
         "g2": CallState.SUCCEEDED,
         "s1": CallState.WAITING_APPROVAL,
         "g3": CallState.SUCCEEDED,
@@ -264,7 +267,7 @@ def test_a_parallel_set_runs_siblings_once_and_returns_results_together(
     for call in operation.turns.get(index=1).calls.all():
         assert [p for p in call_path(call) if p[1] == CallState.EXECUTING] == [
             (
-                CallState.APPROVED if call.call_id == "s1" else CallState.PROPOSED,
+                CallState.APPROVED if call.provider_call_id == "s1" else CallState.PROPOSED,
                 CallState.EXECUTING,
             )
         ]
@@ -298,7 +301,7 @@ def test_a_tampered_stored_result_fails_the_operation(demo, celery_worker) -> No
     ]
     operation = settle(start(demo, replies))
     assert operation.state == S.WAITING_APPROVAL
-    sibling = operation.calls.get(call_id="g2")
+    sibling = operation.calls.get(provider_call_id="g2")
     forged = {"status": "ok", "data": {"order_id": "ORD-1002", "refundable_cents": 999999}}
     ToolCall.objects.filter(pk=sibling.pk).update(model_result=forged)
     approve_all(operation)

@@ -142,17 +142,17 @@ class ToolCallAdmin(
         "operation__public_id",
         "tool_name",
         "state",
-        "call_id",
+        "provider_call_id",
         "attempt",
         "error_code",
         "created_at",
         "updated_at",
     )
     list_select_related = ("operation",)
-    list_filter = ("state", ToolFilter, "call_id_synthesized", "created_at", "updated_at")
+    list_filter = ("state", ToolFilter, "provider_call_id_synthesized", "created_at", "updated_at")
     search_fields = (
         "public_id__exact",
-        "call_id__exact",
+        "provider_call_id__exact",
         "response_id__exact",
         "idempotency_key__exact",
         "operation__public_id__exact",
@@ -211,6 +211,6 @@ class AuditEventAdmin(
     search_fields = (
         "operation__public_id__exact",
         "call__public_id__exact",
-        "call__call_id__exact",
+        "call__provider_call_id__exact",
         "approval_ref__exact",
     )

@@ -167,8 +167,8 @@ class ToolCall(models.Model):
     turn = models.ForeignKey(ModelTurn, on_delete=models.PROTECT, related_name="calls")
     position = models.PositiveIntegerField(help_text="Order in the reply, from 0.")
     response_id = models.TextField()
-    call_id = models.TextField(help_text="The provider's call ID.")
-    call_id_synthesized = models.BooleanField(
+    provider_call_id = models.TextField(help_text="The provider's call ID.")
+    provider_call_id_synthesized = models.BooleanField(
         default=False, help_text="The provider sent no call ID; the adapter derived this one."
     )
     item_id = models.TextField(blank=True)
@@ -204,14 +204,15 @@ class ToolCall(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["operation", "response_id", "call_id"], name="call_unique_per_response"
+                fields=["operation", "response_id", "provider_call_id"],
+                name="call_unique_per_response",
             ),
             _state_check("call", CallState),
         ]
         indexes = [
             models.Index(fields=["state", "updated_at"], name="call_state_updated"),
             # Support staff find an operation by any ID: these serve the console search.
-            models.Index(fields=["call_id"], name="call_provider_id"),
+            models.Index(fields=["provider_call_id"], name="call_provider_id"),
             models.Index(fields=["idempotency_key"], name="call_idempotency_key"),
         ]
         ordering = ["operation", "turn", "position"]

@@ -28,14 +28,14 @@ class ToolContext:
     """Trusted context a handler runs with; nothing here comes from model output.
 
     ``tenant_ref`` is the tenant slug, ``subject_ref`` whom the operation acts for,
-    ``operation_id`` the ``op_…`` ID, ``call_id`` the provider's call ID, and
+    ``operation_id`` the ``op_…`` ID, ``provider_call_id`` the provider's call ID, and
     ``idempotency_key`` the business-intent key ("" for tools without one).
     """
 
     tenant_ref: str
     subject_ref: str
     operation_id: str
-    call_id: str
+    provider_call_id: str
     idempotency_key: str = ""
 
 

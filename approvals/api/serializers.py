@@ -13,7 +13,7 @@ from approvals.models import ApprovalRequest
 class ApprovalSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id")
     operation = serializers.CharField(source="operation.public_id")
-    call_id = serializers.CharField(source="call.call_id")
+    provider_call_id = serializers.CharField(source="call.provider_call_id")
     tool = serializers.CharField(source="tool_name")
     arguments = serializers.SerializerMethodField()
     original_arguments = serializers.SerializerMethodField()
@@ -31,7 +31,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "state",
             "superseded",
             "operation",
-            "call_id",
+            "provider_call_id",
             "tool",
             "risk",
             "arguments",

@@ -330,7 +330,7 @@ def test_turns_in_order(client: APIClient) -> None:
     response = get(client, f"/operations/{operation['id']}/turns")
     assert response.status_code == 200, response.content
     turns = response.json()["results"]
-    assert [t["index"] for t in turns] == [0, 1, 2]
+    assert [t["turn"] for t in turns] == [0, 1, 2]
     assert {t["outcome"] for t in turns} == {"TOOL_PROPOSALS"}
     assert all(t["usage"]["input_tokens"] > 0 for t in turns)
     assert "request_body" not in turns[0] and "reply" not in turns[0]

@@ -251,7 +251,7 @@ def test_search_finds_an_operation_by_any_id(parked, what) -> None:
     query = {
         "operation": parked.public_id,
         "call": draft.public_id,
-        "provider_call": draft.call_id,
+        "provider_call": draft.provider_call_id,
         "approval": approval.public_id,
         "key": draft.idempotency_key,
         "response": draft.turn.response_id,

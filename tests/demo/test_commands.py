@@ -44,7 +44,7 @@ def test_run_scenario_prints_transitions_and_a_json_summary() -> None:
     assert any(
         "PROPOSED -> WAITING_APPROVAL" in line
         and "tool=submit_refund" in line
-        and "call_id=call_Xz4Jm7Vb2Lq9Ws1Ce8Tn6Rko" in line
+        and "provider_call_id=call_Xz4Jm7Vb2Lq9Ws1Ce8Tn6Rko" in line
         and "args_sha256=" in line
         for line in transition_lines
     )

@@ -70,7 +70,7 @@ def _context(operation: Operation, call: ToolCall) -> ToolContext:
         tenant_ref=operation.tenant.slug,
         subject_ref=operation.subject_ref,
         operation_id=operation.public_id,
-        call_id=call.call_id,
+        provider_call_id=call.provider_call_id,
         idempotency_key=call.idempotency_key,
     )
 

@@ -92,7 +92,7 @@ def _operations_settled(findings: Findings) -> None:
             operation.pk in leased
         ):
             continue
-        states = list(operation.calls.values_list("call_id", "state"))
+        states = list(operation.calls.values_list("provider_call_id", "state"))
         findings.missing(f"{operation.public_id} is stranded in {operation.state}, calls {states}")
 
 
@@ -175,7 +175,7 @@ def _results_returned(findings: Findings) -> None:
     }
     calls: dict[tuple[int, int], list[ToolCall]] = defaultdict(list)
     for call in ToolCall.objects.select_related("turn").only(
-        "call_id", "state", "model_result", "turn__operation_id", "turn__index"
+        "provider_call_id", "state", "model_result", "turn__operation_id", "turn__index"
     ):
         calls[(call.turn.operation_id, call.turn.index)].append(call)
     for (operation_pk, index), call_set in calls.items():
@@ -187,8 +187,8 @@ def _results_returned(findings: Findings) -> None:
             continue
         outputs = _outputs(following.request_body)
         for call in call_set:
-            sent = outputs.get(call.call_id, [])
-            where = f"call {call.call_id} of turn {index} (operation {operation_pk})"
+            sent = outputs.get(call.provider_call_id, [])
+            where = f"call {call.provider_call_id} of turn {index} (operation {operation_pk})"
             if not sent:
                 findings.missing(f"{where} went back to the model without a result")
             elif len(sent) > 1:

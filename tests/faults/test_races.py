@@ -161,7 +161,7 @@ def test_approve_clicks_racing_deny_clicks_in_the_console_make_one_decision(
         assert (submit.state, claims(submit), LedgerEntry.objects.count()) == (C.SUCCEEDED, 1, 1)
     else:
         assert (submit.state, claims(submit), LedgerEntry.objects.count()) == (C.DENIED, 0, 0)
-        assert received(operation, submit.call_id)["error"]["code"] == "DENIED"
+        assert received(operation, submit.provider_call_id)["error"]["code"] == "DENIED"
 
 
 #: Where the approve click lands relative to ``expires_at`` (seconds); the sweep runs at it.
@@ -252,7 +252,9 @@ def test_approve_racing_the_expiry_sweep_at_the_deadline_has_one_winner(
         paid = LedgerEntry.objects.filter(operation_ref=operation.public_id).count()
         if winners[operation.public_id] == ApprovalState.EXPIRED:  # nothing ran
             assert (submit.state, claims(submit), paid) == (C.EXPIRED, 0, 0)
-            assert received(operation, submit.call_id)["error"]["code"] == "APPROVAL_EXPIRED"
+            assert (
+                received(operation, submit.provider_call_id)["error"]["code"] == "APPROVAL_EXPIRED"
+            )
         else:
             assert (submit.state, claims(submit), paid) == (C.SUCCEEDED, 1, 1)
 

@@ -53,7 +53,7 @@ def test_an_order_changed_while_pending_blocks_the_approved_refund(
 
     submit = operation.calls.get(tool_name="submit_refund")
     assert (submit.state, submit.error_code, claims(submit)) == (CallState.REJECTED, code, 0)
-    assert received(operation, submit.call_id)["error"]["code"] == code
+    assert received(operation, submit.provider_call_id)["error"]["code"] == code
     assert operation.state == OperationState.COMPLETED, operation.terminal_reason
     assert LedgerEntry.objects.count() == 0
     assert Order.objects.values("total_cents", "refunded_cents").get(order_id=ORDER) == before

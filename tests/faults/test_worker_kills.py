@@ -53,7 +53,7 @@ def test_a_worker_killed_around_a_payment_recovers_and_pays_once(
     call.refresh_from_db()
     assert call.state == C.SUCCEEDED
     [effect] = fault.payments.effects(order)
-    assert received(operation, call.call_id)["data"]["refund_id"] == effect["refund_id"]
+    assert received(operation, call.provider_call_id)["data"]["refund_id"] == effect["refund_id"]
     assert operation.events.filter(kind="recovery.call_lease_expired").count() == 1
     path = call_path(call)
     if paid:  # the provider says it happened: reconciled, never run again

@@ -635,11 +635,11 @@ def _walk(name: str, *, drop_thinking: bool = False) -> list[ParsedReply]:
     transport = ReplayTransport(adapter=ADAPTER, replies=scenario["replies"])
     conversation = ADAPTER.start_conversation(user_input=scenario["input"])
     parsed_replies = []
-    for sequence in range(len(scenario["replies"])):
+    for turn in range(len(scenario["replies"])):
         request = ADAPTER.build_request(
             model=scenario["model"], conversation=conversation, tools=[]
         )
-        parsed = ADAPTER.parse_reply(transport.send(request=request, sequence=sequence))
+        parsed = ADAPTER.parse_reply(transport.send(request=request, turn=turn))
         parsed_replies.append(parsed)
         if parsed.outcome is not Outcome.TOOL_PROPOSALS:
             break

@@ -606,11 +606,11 @@ def test_bundled_scenario_replays_without_a_pairing_error(path: Path) -> None:
     transport = ReplayTransport(adapter=ADAPTER, replies=scenario["replies"])
     conversation = ADAPTER.start_conversation(user_input=scenario["input"])
     outcomes = []
-    for sequence in range(len(scenario["replies"])):
+    for turn in range(len(scenario["replies"])):
         request = ADAPTER.build_request(
             model=scenario["model"], conversation=conversation, tools=[]
         )
-        parsed = ADAPTER.parse_reply(transport.send(request=request, sequence=sequence))
+        parsed = ADAPTER.parse_reply(transport.send(request=request, turn=turn))
         outcomes.append(parsed.outcome)
         assert parsed.outcome is not Outcome.API_FAILURE, parsed.error_message
         if parsed.outcome is not Outcome.TOOL_PROPOSALS:

@@ -45,7 +45,7 @@ def test_fixture_round_trip_through_the_sdk(server: ReplayServer, path: Path) ->
     )
     seen: list[object] = []
     reply = _transport(server, family, stream=case["kind"] == "stream").send(
-        request=body, sequence=0, model=model, on_event=seen.append
+        request=body, turn=0, model=model, on_event=seen.append
     )
     check(adapter.parse_reply(reply), adapter.parse_reply(reply), case["expect"])
     if case["kind"] == "stream":
@@ -61,6 +61,6 @@ def test_no_server_is_a_retryable_transport_error() -> None:
     settings = LiveSettings(api_key="k", base_url="http://127.0.0.1:9/v1", timeout_s=2)
     with pytest.raises(TransportError) as exc:
         live_transport("openai_responses", settings, stream=False).send(
-            request={"model": "m", "input": []}, sequence=0, model="m"
+            request={"model": "m", "input": []}, turn=0, model="m"
         )
     assert exc.value.retryable is True

@@ -719,12 +719,12 @@ def test_streamed_scenario_reads_like_the_non_streamed_one() -> None:
 def test_replay_transport_answers_a_bad_pairing_with_the_chat_400() -> None:
     scenario = json.loads((SCENARIOS / "refund_approve.json").read_text(encoding="utf-8"))
     transport = ReplayTransport(adapter=ADAPTER, replies=scenario["replies"])
-    first = ADAPTER.parse_reply(transport.send(request={"messages": [USER]}, sequence=0))
+    first = ADAPTER.parse_reply(transport.send(request={"messages": [USER]}, turn=0))
     conversation = ADAPTER.append_reply(conversation=[USER], reply=first)
     good = ADAPTER.append_results(
         conversation=conversation, results=[result(first.calls[0].call_id)]
     )
-    assert transport.send(request={"messages": good}, sequence=1).http_status == 200
-    problem = transport.send(request={"messages": conversation}, sequence=1)
+    assert transport.send(request={"messages": good}, turn=1).http_status == 200
+    problem = transport.send(request={"messages": conversation}, turn=1)
     assert problem.http_status == 400
     assert problem.body["error"]["message"] == MISSING + first.calls[0].call_id

@@ -22,11 +22,11 @@ def _request(*outputs: str) -> dict:
 
 def test_serves_replies_in_order_and_checks_pairing_across_failed_replies() -> None:
     transport = ReplayTransport(adapter=ADAPTER, replies=REPLIES)
-    assert transport.send(request={"input": []}, sequence=0).body == FIRST["body"]
-    assert transport.send(request=_request("call_a"), sequence=1).http_status == 503
+    assert transport.send(request={"input": []}, turn=0).body == FIRST["body"]
+    assert transport.send(request=_request("call_a"), turn=1).http_status == 503
     # Reply 2 follows a failure: the pairing is checked against reply 0, the last real reply.
-    assert transport.send(request=_request("call_a"), sequence=2).body == REPLIES[2]["body"]
-    missing = transport.send(request=_request(), sequence=2)
+    assert transport.send(request=_request("call_a"), turn=2).body == REPLIES[2]["body"]
+    missing = transport.send(request=_request(), turn=2)
     assert missing.http_status == 400
     assert missing.body["error"]["message"] == "No tool output found for function call call_a."
 
@@ -36,6 +36,6 @@ def test_request_past_the_last_reply_is_a_clear_failure() -> None:
     with pytest.raises(
         TransportError, match="scenario exhausted: request #4 but the scenario has only 3 replies"
     ) as exc:
-        transport.send(request=_request("call_a"), sequence=3)
+        transport.send(request=_request("call_a"), turn=3)
     assert exc.value.code == "scenario_exhausted"
     assert exc.value.retryable is False

@@ -55,7 +55,7 @@ def test_each_call_is_rejected_parked_or_queued_and_the_set_parks(
                 _proposed("c_refund", "submit_refund", LARGE_REFUND),
             ]
         )
-    calls = {call.call_id: call for call in operation.calls.all()}
+    calls = {call.provider_call_id: call for call in operation.calls.all()}
     assert calls["c_unknown"].state == CallState.REJECTED
     assert calls["c_unknown"].error_code == "UNKNOWN_TOOL"
     assert calls["c_lookup"].state == CallState.PROPOSED and calls["c_lookup"].queued_at
@@ -99,7 +99,7 @@ def test_no_more_calls_start_than_max_parallel(
             ],
             max_parallel=1,
         )
-    queued = dict(operation.calls.values_list("call_id", "queued_at"))
+    queued = dict(operation.calls.values_list("provider_call_id", "queued_at"))
     assert queued["c_1"] is not None and queued["c_2"] is None
     assert operation.state == OperationState.EXECUTING
     assert len(wakeups) == 1

@@ -49,7 +49,7 @@ def test_refund_approved_runs_once_and_returns_every_result(demo) -> None:
     calls = list(operation.calls.order_by("turn__index"))
     assert [c.state for c in calls] == [CallState.SUCCEEDED] * 3
     for index, call in enumerate(calls, start=1):
-        assert sent_outputs(operation, index)[-1:] == [call.call_id]
+        assert sent_outputs(operation, index)[-1:] == [call.provider_call_id]
     assert transitions(operation)[-2:] == [
         (S.RESULTS_READY, S.MODEL_REQUESTED),
         (S.MODEL_REQUESTED, S.COMPLETED),
@@ -72,7 +72,7 @@ def test_unknown_tool_and_bad_arguments_get_error_envelopes(demo) -> None:
     )
     assert operation.state == S.COMPLETED
     codes = {
-        c.call_id: (c.state, (c.model_result or {}).get("status"), c.error_code)
+        c.provider_call_id: (c.state, (c.model_result or {}).get("status"), c.error_code)
         for c in operation.calls.all()
     }
     assert codes == {
@@ -219,7 +219,7 @@ def test_a_stale_worker_cannot_record_its_reply(demo) -> None:
         lease_token="mine",
         family="openai_responses",
         model="m",
-        sequence=0,
+        turn=0,
         request_body={},
         transport=transport_for(fresh),
     )

@@ -158,7 +158,10 @@ def test_oversized_results_are_truncated_or_rejected_by_spec(demo, tool) -> None
     operation = start(
         demo, [r.response(*calls), r.final()], tool_names=["big_truncated", "big_rejected"]
     )
-    truncated, rejected = operation.calls.get(call_id="t"), operation.calls.get(call_id="j")
+    truncated, rejected = (
+        operation.calls.get(provider_call_id="t"),
+        operation.calls.get(provider_call_id="j"),
+    )
     assert truncated.state == CallState.SUCCEEDED
     data = (truncated.model_result or {})["data"]
     assert data["truncated"] is True

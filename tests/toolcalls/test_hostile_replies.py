@@ -28,7 +28,11 @@ S = OperationState
 
 
 def _rejections(operation: Any) -> dict[str, str]:
-    return {c.call_id: c.error_code for c in operation.calls.all() if c.state == CallState.REJECTED}
+    return {
+        c.provider_call_id: c.error_code
+        for c in operation.calls.all()
+        if c.state == CallState.REJECTED
+    }
 
 
 def test_arguments_json_cannot_carry_exactly_are_invalid_and_the_loop_goes_on(demo) -> None:
@@ -45,7 +49,7 @@ def test_arguments_json_cannot_carry_exactly_are_invalid_and_the_loop_goes_on(de
     assert _rejections(operation) == dict.fromkeys(
         ["huge", "inf", "dup", "deep", "nul"], "INVALID_ARGUMENTS"
     )
-    dup = operation.calls.get(call_id="dup")
+    dup = operation.calls.get(provider_call_id="dup")
     assert "repeat a member name" in (dup.model_result or {})["error"]["message"]
     assert RefundDraft.objects.count() == 0
 
@@ -73,7 +77,7 @@ def test_nul_and_huge_identifiers_are_stored_without_crashing(
     )
     operation.refresh_from_db()
     assert operation.state == S.COMPLETED
-    assert operation.calls.get().call_id == long_id
+    assert operation.calls.get().provider_call_id == long_id
     assert operation.turns.get(index=0).text == "Order ORD-1002 \ufffd is fine."
     assert operation.final_text == "Done \ufffd."
 
@@ -92,7 +96,7 @@ def test_numbers_equal_in_json_are_one_intent(demo) -> None:
     )
     drafts = operation.calls.filter(tool_name="create_refund_draft").order_by("turn__index")
     assert [c.state for c in drafts] == [CallState.SUCCEEDED, CallState.SUPPRESSED]
-    assert operation.calls.get(call_id="d2").arguments == draft  # canonical: 30, not 30.0
+    assert operation.calls.get(provider_call_id="d2").arguments == draft  # canonical: 30, not 30.0
     assert RefundDraft.objects.count() == 1
 
 
@@ -109,7 +113,7 @@ def test_a_refused_request_releases_its_key_for_the_corrected_one(demo) -> None:
             r.final(),
         ],
     )
-    states = {c.call_id: (c.state, c.error_code) for c in operation.calls.all()}
+    states = {c.provider_call_id: (c.state, c.error_code) for c in operation.calls.all()}
     assert states == {
         "s1": (CallState.FAILED, "DRAFT_MISMATCH"),
         "d1": (CallState.SUCCEEDED, ""),
@@ -130,7 +134,7 @@ def test_one_customers_stored_result_never_answers_another_customer(demo) -> Non
             r.final(),
         ],
     )
-    assert owner.calls.get(call_id="s1").state == CallState.SUCCEEDED
+    assert owner.calls.get(provider_call_id="s1").state == CallState.SUCCEEDED
     other = start(
         demo,
         [r.response(r.call("s2", "submit_refund", submit)), r.final()],

@@ -73,7 +73,7 @@ def test_results_go_back_only_while_their_binding_holds() -> None:
     call.refresh_from_db()
     assert call.binding_sha256 and call.result_sha256
     [message] = call_set_results(operation=call.operation)
-    assert (message.call_id, message.is_error) == (call.call_id, False)
+    assert (message.call_id, message.is_error) == (call.provider_call_id, False)
     ToolCall.objects.filter(pk=call.pk).update(model_result=ok({"order": "forged"}))
     with pytest.raises(BindingMismatch) as exc:
         call_set_results(operation=call.operation)

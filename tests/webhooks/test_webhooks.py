@@ -225,7 +225,7 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
         "approval": approval.public_id,
         "tool": "submit_refund",
         "call": call.public_id,
-        "call_id": call.call_id,
+        "provider_call_id": call.provider_call_id,
         "expires_at": approval.expires_at.isoformat(),
     }
     decided = by_type["approval.decided"]["data"]

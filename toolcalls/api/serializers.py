@@ -113,12 +113,13 @@ class OperationSerializer(serializers.ModelSerializer):
 
 
 class TurnSerializer(serializers.ModelSerializer):
+    turn = serializers.IntegerField(source="index", help_text="The turn index, from 0.")
     usage = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelTurn
         fields = [
-            "index",
+            "turn",
             "response_id",
             "outcome",
             "raw_reason",
@@ -150,7 +151,7 @@ class CallSerializer(serializers.ModelSerializer):
         model = ToolCall
         fields = [
             "id",
-            "call_id",
+            "provider_call_id",
             "turn",
             "position",
             "tool",

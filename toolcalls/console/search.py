@@ -21,7 +21,7 @@ def operation_search(*, user: User, query: str) -> list[tuple[Operation, str]]:
     if not query:
         return []
     calls = ToolCall.objects.filter(
-        Q(public_id=query) | Q(call_id=query) | Q(idempotency_key=query)
+        Q(public_id=query) | Q(provider_call_id=query) | Q(idempotency_key=query)
     ).values_list("operation_id", flat=True)
     turns = ModelTurn.objects.filter(response_id=query).values_list("operation_id", flat=True)
     approvals = ApprovalRequest.objects.filter(public_id=query)

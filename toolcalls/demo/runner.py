@@ -132,7 +132,7 @@ def describe(event: AuditEvent) -> str:
     details = event.details
     change = f"{event.from_state or '·'} -> {event.to_state}" if event.to_state else ""
     facts = {
-        "call_id": details.get("call_id"),
+        "provider_call_id": details.get("provider_call_id"),
         "tool": details.get("tool"),
         "args_sha256": (details.get("arguments_sha256") or "")[:16] or None,
         "turn": details.get("turn"),
@@ -156,7 +156,7 @@ def summary(operation: Operation) -> dict[str, Any]:
         "turns": operation.turn_count,
         "calls": [
             {
-                "call_id": call.call_id,
+                "provider_call_id": call.provider_call_id,
                 "tool": call.tool_name,
                 "state": call.state,
                 "model_result": call.model_result,

@@ -138,7 +138,7 @@ def submit_refund(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
             amount_cents=amount,
             idempotency_key=ctx.idempotency_key,
             operation_ref=ctx.operation_id,
-            call_ref=ctx.call_id,
+            call_ref=ctx.provider_call_id,
         )
         order.refunded_cents += amount
         order.save(update_fields=["refunded_cents"])

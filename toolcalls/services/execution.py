@@ -205,7 +205,7 @@ def _outcome_unknown(
     else:
         operation_escalate(
             step,
-            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}) {details['outcome']} "
+            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}) {details['outcome']} "
             "and no reconciler can tell whether it took effect",
             actor=WORKER,
             call=call.public_id,

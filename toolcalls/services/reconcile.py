@@ -55,7 +55,7 @@ def call_reconcile(*, call_pk: int) -> None:
             _retry(step, call)
         elif step.operation.state != OperationState.ESCALATED:
             why = "attempts spent" if answer.applied is False else detail or "cannot tell"
-            reason = f"UNKNOWN_OUTCOME: {call.tool_name} ({call.call_id}): {why}"
+            reason = f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}): {why}"
             operation_escalate(step, reason=reason, actor=RECONCILER, call=call.public_id)
 
 

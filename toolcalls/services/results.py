@@ -48,7 +48,7 @@ def tool_context(operation: Operation, call: ToolCall) -> ToolContext:
         tenant_ref=operation.tenant.slug,
         subject_ref=operation.subject_ref,
         operation_id=operation.public_id,
-        call_id=call.call_id,
+        provider_call_id=call.provider_call_id,
         idempotency_key=call.idempotency_key,
     )
 
@@ -67,7 +67,7 @@ def binding_for(
         provider=turn.provider,
         family=turn.family,
         response_id=turn.response_id,
-        call_id=call.call_id,
+        call_id=call.provider_call_id,
         operation_id=operation.public_id,
         idempotency_key=key,
         adapter_revision=turn.adapter_revision,
@@ -80,7 +80,7 @@ def binding_for(
             tool=call.tool_name,
             schema_version=spec.schema_version if spec else "",
             arguments=arguments,
-            call_id=call.call_id,
+            call_id=call.provider_call_id,
             response_id=turn.response_id,
         ),
         result_sha256=digest(model_result),
@@ -215,11 +215,11 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
         _verify(operation=operation, turn=turn, call=call)
         results.append(
             ToolResultMessage(
-                call_id=call.call_id,
+                call_id=call.provider_call_id,
                 name=call.tool_name,
                 model_result=call.model_result,
                 is_error=is_error(call.model_result),
-                synthesized=call.call_id_synthesized,
+                synthesized=call.provider_call_id_synthesized,
             )
         )
     return results

@@ -82,7 +82,7 @@ def call_transition(
     call.state = to_state
     step.change(call, "state")
     info = {
-        "call_id": call.call_id,
+        "provider_call_id": call.provider_call_id,
         "tool": call.tool_name,
         "arguments_sha256": call.arguments_sha256,
         "attempt": call.attempt,
@@ -150,7 +150,7 @@ def _log(
         "operation_id": operation.public_id,
         "from_state": from_state,
         "state": to_state,
-        "call_id": call.call_id if call else None,
+        "provider_call_id": call.provider_call_id if call else None,
         "tool": call.tool_name if call else None,
         "arguments_sha256": call.arguments_sha256 if call else None,
         "attempt": call.attempt if call else None,

@@ -58,7 +58,7 @@ class TurnClaim:
     lease_token: str
     family: str
     model: str
-    sequence: int
+    turn: int
     request_body: dict[str, Any]
     transport: ModelTransport
     results: tuple[ToolResultMessage, ...] = ()
@@ -176,7 +176,7 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
         lease_token=token,
         family=operation.family,
         model=operation.model,
-        sequence=operation.turn_count,
+        turn=operation.turn_count,
         request_body=body,
         transport=transport,
         results=tuple(results),
@@ -194,7 +194,7 @@ def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
     try:
         reply = claim.transport.send(
             request=claim.request_body,
-            sequence=claim.sequence,
+            turn=claim.turn,
             model=claim.model,
             on_event=_progress(claim),
             results=claim.results,
@@ -239,7 +239,7 @@ def _record(
             step.audit(
                 kind=AuditKind.TURN_STALE_REPLY_REFUSED,
                 actor=ENGINE,
-                details={"sequence": claim.sequence, "outcome": parsed.outcome.value},
+                details={"turn": claim.turn, "outcome": parsed.outcome.value},
             )
             return
         turn = _store_turn(step, claim, reply, parsed, latency_ms)
@@ -273,7 +273,7 @@ def _store_turn(
     usage = parsed.usage
     turn = ModelTurn.objects.create(
         operation=step.operation,
-        index=claim.sequence,
+        index=claim.turn,
         response_id=storable(parsed.response_id or ""),
         outcome=parsed.outcome.value,
         raw_reason=storable(parsed.raw_reason or ""),

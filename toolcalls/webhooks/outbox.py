@@ -145,7 +145,7 @@ def _data(event: AuditEvent, approval: ApprovalRequest | None) -> dict[str, Any]
         "approval": event.approval_ref or None,
         "tool": approval.tool_name if approval else details.get("tool"),
         "call": call.public_id if call else None,
-        "call_id": call.call_id if call else details.get("call_id"),
+        "provider_call_id": call.provider_call_id if call else details.get("provider_call_id"),
     }
     if event.kind == "approval.requested" and approval is not None:
         data["expires_at"] = approval.expires_at.isoformat()

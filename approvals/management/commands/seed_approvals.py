@@ -375,7 +375,7 @@ class _Seeder:
             turn_id=turn_id,
             position=position,
             response_id=f"resp_seeded_{operation_id}",
-            call_id=f"call_seeded_{call_id}",
+            provider_call_id=f"call_seeded_{call_id}",
             raw_arguments=canonical,
             arguments=canonical,
             arguments_sha256=sha256,
