@@ -72,6 +72,24 @@ def test_a_turn_whose_worker_died_is_claimed_again_and_the_old_reply_refused(
     assert operation.events.filter(kind="recovery.turn_lease_expired").count() == 1
 
 
+def test_an_expired_turn_lease_is_fenced_once_however_often_the_sweep_runs(
+    demo, monkeypatch
+) -> None:
+    monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda *a, **kw: None)
+    operation = start(demo, [r.final("only")], tool_names=[])
+    claim = turns._claim(operation.pk)  # a worker claimed the turn, then died
+    assert claim is not None
+    Operation.objects.filter(pk=operation.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    # No worker picks the wake-up up before the next sweeps run (a busy queue).
+    monkeypatch.setattr("toolcalls.services.recovery.enqueue_turn", lambda *a, **kw: None)
+    assert [recovery_sweep()["turn_leases"] for _ in range(3)] == [1, 0, 0]
+    operation.refresh_from_db()
+    assert (operation.lease_token, operation.lease_expires_at) == ("", None)
+    assert operation.events.filter(kind="recovery.turn_lease_expired").count() == 1
+
+
 def test_a_turn_that_kills_its_worker_every_time_fails(demo, settings, monkeypatch) -> None:
     settings.CALLGATE_MAX_TURN_ATTEMPTS = 2
     monkeypatch.setattr("toolcalls.services.operations.enqueue_turn", lambda *a, **kw: None)

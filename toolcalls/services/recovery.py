@@ -36,7 +36,7 @@ from toolcalls.services.enqueue import (
     enqueue_turn,
 )
 from toolcalls.services.execution import settle_lost_call
-from toolcalls.services.unit import call_step, lease_expired, operation_step
+from toolcalls.services.unit import call_step, lease_clear, lease_expired, operation_step
 from toolcalls.states import AuditKind, CallState, OperationState
 
 log = logging.getLogger("callgate.recovery")
@@ -102,8 +102,15 @@ def _requeue_turn(operation_pk: int, *, kind: AuditKind) -> bool:
         if step is None:
             return False
         operation = step.operation
+        if kind == AuditKind.RECOVERY_TURN_LEASE_EXPIRED and not lease_expired(
+            operation, timezone.now()
+        ):
+            return False  # claimed again since the sweep read it
         details = {"state": operation.state, "turn": operation.turn_count}
         step.audit(kind=kind, actor=RECOVERY, details=details)
+        # Fence the dead claim now: its worker can record nothing, and the next sweep does not
+        # take the same expired lease for a second one while the wake-up waits for a worker.
+        lease_clear(step, operation)
         enqueue_turn(step, operation_pk=operation.pk)
     return True
 
