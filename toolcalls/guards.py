@@ -35,6 +35,13 @@ GUARDS: dict[str, tuple[str, str]] = {
 }
 
 
+def tripped_guard(reason: str) -> str | None:
+    """The guard named by an escalation ``reason`` (its code prefix, e.g. ``MAX_TOOL_CALLS: …``
+    → ``max_tool_calls``); ``None`` for any other reason."""
+    code = reason.partition(":")[0]
+    return next((name for name, (known, _) in GUARDS.items() if known == code), None)
+
+
 #: Budgets that count whole things; the others (seconds, USD) may be fractional.
 FRACTIONAL = frozenset({"deadline_s", "max_cost_usd"})
 

@@ -119,6 +119,24 @@ def test_extension_refusals(demo) -> None:
     assert exc.value.code == "not_escalated"
 
 
+def test_an_extension_that_does_not_raise_the_tripped_budget_is_refused(demo) -> None:
+    lookups = [r.call(f"g{i}", "get_order", {"order_id": f"ORD-100{i}"}) for i in (1, 2)]
+    operation = start(demo, [r.response(*lookups), r.final()], budgets={"max_tool_calls": 1})
+    assert operation.state == S.ESCALATED
+    assert operation.terminal_reason.startswith("MAX_TOOL_CALLS")
+    for budgets in ({}, {"max_tool_calls": 1}, {"max_turns": 20}):
+        with pytest.raises(EscalationError) as exc:
+            operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets=budgets)
+        assert (exc.value.code, "raise max_tool_calls" in exc.value.message) == ("still_over", True)
+    operation.refresh_from_db()
+    assert (operation.state, operation.turn_count) == (S.ESCALATED, 1)
+    operation_extend(
+        operation_pk=operation.pk, actor=Actor.system("test"), budgets={"max_tool_calls": 5}
+    )
+    operation.refresh_from_db()
+    assert operation.state == S.COMPLETED
+
+
 def test_a_read_tool_is_retried_after_a_crash_within_bounds(demo, tool) -> None:
     attempts: list[int] = []
 

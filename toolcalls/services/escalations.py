@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
-from toolcalls.guards import BudgetError, budgets_for, turn_trip
+from toolcalls.guards import BudgetError, budgets_for, tripped_guard, turn_trip
 from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.unit import Step, lease_clear, operation_step
 from toolcalls.states import OperationState
 
+NO_PROGRESS = "max_no_progress_turns"
 #: Where an escalated operation may resume on its own (a budget extension).
 RESUMABLE = (OperationState.RESULTS_READY, OperationState.MODEL_REQUESTED)
 
@@ -69,6 +70,7 @@ def operation_extend(
             merged = budgets_for({**operation.budgets, **budgets})
         except BudgetError as exc:
             raise EscalationError("bad_budget", str(exc)) from None
+        _refuse_unraised(operation, merged)
         operation.budgets = merged
         operation.no_progress_turns = 0
         operation.deadline_at = operation.created_at + timedelta(seconds=merged["deadline_s"])
@@ -80,6 +82,17 @@ def operation_extend(
         operation_transition(step, to_state=operation.resume_state, actor=actor, details=details)
         enqueue_turn(step, operation_pk=operation.pk)
     return operation
+
+
+def _refuse_unraised(operation: Operation, merged: Mapping[str, Any]) -> None:
+    """An extension must raise the budget that tripped: otherwise the operation would spend a
+    turn and escalate again at once. A no-progress trip is the exception: resuming restarts its
+    counter, which is the change."""
+    guard = tripped_guard(operation.terminal_reason)
+    if guard and guard != NO_PROGRESS and merged[guard] <= operation.budgets[guard]:
+        raise EscalationError(
+            "still_over", f"still over a budget: {operation.terminal_reason} (raise {guard})"
+        )
 
 
 def operation_stop(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
