@@ -1,0 +1,45 @@
+"""The console's 403, 404 and 500 pages are its own (DEBUG off, as in production): they say what
+happened and where to go next, in the console's layout."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client, RequestFactory
+from django.views.defaults import server_error
+
+from tests import replies as r
+from tests.engine import start
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(username: str) -> Client:
+    client = Client()
+    assert client.login(username=username, password=f"{username}-demo-pass")
+    return client
+
+
+def test_an_unknown_operation_is_the_consoles_404_page(demo, settings) -> None:
+    settings.DEBUG = False
+    response = _client("support").get("/console/operations/op_000000000000000000000000/")
+    text = response.content.decode()
+    assert response.status_code == 404
+    assert "<h1>Not found</h1>" in text and 'data-testid="search"' in text
+
+
+def test_an_action_the_user_may_not_take_is_the_consoles_403_page(demo, settings) -> None:
+    settings.DEBUG = False
+    lookups = [r.response(r.call("g1", "get_order", {"order_id": "ORD-1001"})), r.final()]
+    operation = start(demo, lookups, budgets={"max_turns": 1})
+    response = _client("support").post(f"/console/operations/{operation.public_id}/stop/")
+    text = response.content.decode()
+    assert response.status_code == 403
+    assert "<h1>Not allowed</h1>" in text and "You may not act on escalated operations." in text
+
+
+def test_the_500_page_needs_nothing_but_static_files(settings) -> None:
+    settings.DEBUG = False
+    response = server_error(RequestFactory().get("/console/approvals/"))
+    text = response.content.decode()
+    assert response.status_code == 500
+    assert "Something went wrong on our side" in text and "callgate.css" in text
