@@ -73,3 +73,8 @@ def test_a_wrong_expectation_fails_with_what_differed(tmp_path: Path) -> None:
 def test_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="not a directory"):
         call_command("check_wire_fixtures", str(tmp_path / "nope"))
+
+
+def test_a_directory_without_cases_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no case files"):
+        call_command("check_wire_fixtures", str(tmp_path))

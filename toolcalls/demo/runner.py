@@ -106,7 +106,7 @@ def _quiet(operation: Operation) -> bool:
 def _decide(
     approval: ApprovalRequest, operator: Any, decision: str, out: Callable[[str], None]
 ) -> None:
-    out(f"operator {operator.get_username()} decides {approval.public_id}: {decision}")
+    out(f"{operator.get_username()} (operator) decides {approval.public_id}: {decision}")
     approval_decide(
         approval_pk=approval.pk,
         actor=operator,

@@ -24,7 +24,11 @@ class Command(CallgateCommand):
         for directory in options["directories"]:
             if not directory.is_dir():
                 raise CommandError(f"{directory}: not a directory")
-            for path in case_files(directory):
+            cases = list(case_files(directory))
+            if not cases:
+                # A mistyped or empty corpus must not pass a check that looked at nothing.
+                raise CommandError(f"{directory}: no case files")
+            for path in cases:
                 result = check_file(path)
                 if result.passed:
                     passed += 1
