@@ -33,7 +33,7 @@ from toolcalls.webhooks import delivery, wakeups
 from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
 from toolcalls.webhooks.delivery import webhook_retry_delay_s, webhook_retry_due
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
-from toolcalls.webhooks.outbox import EVENT_TYPES, webhook_fanout
+from toolcalls.webhooks.outbox import EVENT_TYPES, rfc3339, webhook_fanout
 from toolcalls.webhooks.signing import sign, verify_signature
 
 SECRET = "whsec-test-secret"
@@ -217,7 +217,8 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
     assert requested["id"] == f"evt_{approval_events[0].pk}"
     assert requested["operation"] == operation.public_id
     assert requested["sequence"] == approval_events[0].seq
-    assert requested["created"] == approval_events[0].created_at.isoformat()
+    assert requested["created"] == rfc3339(approval_events[0].created_at)
+    assert requested["created"].endswith("Z")
     assert requested["data"] == {
         "from_state": None,
         "to_state": "PENDING",
@@ -226,7 +227,7 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
         "tool": "submit_refund",
         "call": call.public_id,
         "provider_call_id": call.provider_call_id,
-        "expires_at": approval.expires_at.isoformat(),
+        "expires_at": rfc3339(approval.expires_at),
     }
     decided = by_type["approval.decided"]["data"]
     assert (decided["from_state"], decided["to_state"]) == ("PENDING", "APPROVED")
@@ -240,7 +241,8 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
     assert first.payload["data"] == {
         "from_state": "PENDING",
         "to_state": "MODEL_REQUESTED",
-        "reason": "",
+        "reason": None,
+        "reason_code": None,
     }
     # Nothing of the audit's digests or protected results leaves Callgate.
     everything_sent = b"".join(r.body for r in receiver.received).decode()
