@@ -410,4 +410,5 @@ def test_readiness_is_503_when_the_broker_is_unreachable(monkeypatch: pytest.Mon
     monkeypatch.setattr(views, "_broker_ok", lambda: False)
     ready = get(APIClient(), "/health/ready")
     assert ready.status_code == 503
+    assert ready["Retry-After"] == "5"
     assert ready.json() == {"status": "unavailable", "checks": {"database": True, "broker": False}}

@@ -71,10 +71,9 @@ class ApiKeyThrottle(SimpleRateThrottle):
 
     def allow_request(self, request: Request, view: Any) -> bool:
         allowed = super().allow_request(request, view)
-        if self.key is not None:
+        if getattr(self, "key", None) is not None:  # unset without a rate, None without a key
             # The window frees its first slot when its oldest request leaves it.
-            oldest = self.history[-1] if self.history else self.now
-            reset = self.duration - (self.now - oldest) if self.history else 0
+            reset = self.duration - (self.now - self.history[-1]) if self.history else 0
             request.rate_limit = {
                 "RateLimit-Limit": str(self.num_requests),
                 "RateLimit-Remaining": str(max(0, self.num_requests - len(self.history))),
