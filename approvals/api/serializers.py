@@ -8,17 +8,24 @@ from typing import Any
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
+from toolcalls.api.auth import principal
+from toolcalls.api.serializers import NullForBlank, StrictSerializer
 
 
-class ApprovalSerializer(serializers.ModelSerializer):
+class ApprovalSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
     operation = serializers.CharField(source="operation.public_id")
     provider_call_id = serializers.CharField(source="call.provider_call_id")
     tool = serializers.CharField(source="tool_name")
     arguments = serializers.SerializerMethodField()
     original_arguments = serializers.SerializerMethodField()
-    requested_by = serializers.CharField(source="requested_by.username")
-    decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    requested_by = serializers.SerializerMethodField(
+        help_text="Who started the operation, as the audit trail names them: service:<API key "
+        "name> or user:<username>."
+    )
+    decided_by = serializers.SerializerMethodField(
+        help_text="Who decided, named as requested_by is; null while undecided."
+    )
     superseded = serializers.BooleanField(
         read_only=True,
         help_text="Still PENDING, but its operation ended: it can no longer be decided.",
@@ -49,6 +56,13 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "decision_reason",
         ]
 
+    def get_requested_by(self, approval: ApprovalRequest) -> str:
+        return principal(approval.requested_by).audit_name
+
+    def get_decided_by(self, approval: ApprovalRequest) -> str | None:
+        decider = approval.decided_by
+        return principal(decider).audit_name if decider is not None else None
+
     def get_arguments(self, approval: ApprovalRequest) -> dict[str, Any]:
         return json.loads(approval.canonical_arguments)
 
@@ -57,7 +71,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
         return json.loads(approval.original_arguments) if approval.original_arguments else None
 
 
-class DecisionSerializer(serializers.Serializer):
+class DecisionSerializer(StrictSerializer):
     decision = serializers.ChoiceField(choices=["approve", "deny"])
     reason = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
     arguments = serializers.DictField(

@@ -1,5 +1,6 @@
-"""Approvals API: list, retrieve, decide (``approvals:decide``). Four-eyes applies to the
-service identity that created the operation, exactly as to people."""
+"""Approvals API: list (all of the tenant's, or one operation's), retrieve, decide
+(``approvals:decide``). Four-eyes applies to the service identity that created the operation,
+exactly as to people."""
 
 from __future__ import annotations
 
@@ -27,10 +28,16 @@ class SoonestExpiry(ApiCursor):
     ordering = ("expires_at", "id")
 
 
+class InRequestOrder(ApiCursor):
+    ordering = ("created_at", "id")
+
+
 class _Approvals(ApiView):
     def approvals(self) -> QuerySet[ApprovalRequest]:
-        return ApprovalRequest.objects.filter(tenant=self.key().tenant).select_related(
-            "operation", "call", "requested_by", "decided_by"
+        return (
+            ApprovalRequest.objects.filter(tenant=self.key().tenant)
+            .select_related("operation", "call", "requested_by", "decided_by")
+            .prefetch_related("requested_by__api_keys", "decided_by__api_keys")
         )
 
 
@@ -41,6 +48,7 @@ class ApprovalsView(_Approvals, ApiListView):
     scopes = {"GET": (READ,)}
     serializer_class = ApprovalSerializer
     pagination_class = SoonestExpiry
+    query_parameters = ("state", "tool", "risk", "operation")
 
     def get_queryset(self) -> QuerySet[ApprovalRequest]:
         params = self.request.query_params
@@ -54,6 +62,8 @@ class ApprovalsView(_Approvals, ApiListView):
             rows = rows.filter(tool_name=params["tool"])
         if risk := choice(params, "risk", RISKS):
             rows = rows.filter(risk=risk)
+        if "operation" in params:
+            rows = rows.filter(operation__public_id=params["operation"])
         return rows
 
     @extend_schema(
@@ -62,12 +72,27 @@ class ApprovalsView(_Approvals, ApiListView):
             OpenApiParameter("state", str, enum=ApprovalState.values, default="PENDING"),
             OpenApiParameter("tool", str),
             OpenApiParameter("risk", str, enum=list(RISKS)),
+            OpenApiParameter("operation", str, description="Only this operation's (op_…)."),
             OpenApiParameter("limit", int),
         ],
         responses={200: ApprovalSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
+
+
+@extend_schema(tags=["approvals"], responses={200: ApprovalSerializer(many=True), **ERRORS})
+class OperationApprovalsView(_Approvals, ApiListView):
+    """Every approval one operation asked for, in every state, oldest first (404 for an
+    operation that is not the tenant's)."""
+
+    scopes = {"GET": (READ,)}
+    serializer_class = ApprovalSerializer
+    pagination_class = InRequestOrder
+
+    def get_queryset(self) -> QuerySet[ApprovalRequest]:
+        operation = self.operation(self.kwargs["public_id"])
+        return self.approvals().filter(operation=operation)
 
 
 @extend_schema(tags=["approvals"])

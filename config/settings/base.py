@@ -39,6 +39,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "toolcalls.api.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -131,8 +132,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Start and follow tool-calling operations, read their turns, calls and audit events, "
         "and decide approvals. Authenticate with `Authorization: Bearer cg_…` (an API key bound "
-        "to one tenant and a set of scopes). Every POST needs an `Idempotency-Key`. Errors are "
-        '`{"error": {"code", "message", "details"}}`.'
+        "to one tenant and a set of scopes). Every POST needs an `Idempotency-Key`. Unknown "
+        "query parameters and body fields are refused. Errors are "
+        '`{"error": {"code", "message", "details", "request_id"}}`.'
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -140,6 +142,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "toolcalls.api.schema.strict_request_bodies",
+    ],
 }
 # The throttle counts per API key in this cache: Redis in production so every web process
 # shares it (CACHE_URL), process memory otherwise.
@@ -267,18 +273,26 @@ CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
 
 # --- Logging ------------------------------------------------------------------------------------
 def logging_config(log_format: str, level: str) -> dict[str, object]:
-    """Console logging; ``log_format`` is ``text`` or ``json`` (one JSON object per line)."""
+    """Console logging; ``log_format`` is ``text`` or ``json`` (one JSON object per line). Every
+    line names the HTTP request it was written for (``request_id``, ``-`` outside a request)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": "toolcalls.api.request_ids.RequestIdFilter"}},
         "formatters": {
-            "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+            "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
             "json": {
                 "()": "pythonjsonlogger.json.JsonFormatter",
-                "fmt": ["asctime", "levelname", "name", "message"],
+                "fmt": ["asctime", "levelname", "name", "request_id", "message"],
             },
         },
-        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format}},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": log_format,
+                "filters": ["request_id"],
+            }
+        },
         "root": {"handlers": ["console"], "level": level},
     }
 

@@ -72,11 +72,19 @@ def error_of(response: Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.content
     body = response.json()
     assert set(body) == {"error"}, body
-    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert set(body["error"]) == {"code", "message", "details", "request_id"}, body
     assert body["error"]["code"] == code, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     assert isinstance(body["error"]["details"], dict)
+    assert body["error"]["request_id"] == response["Request-Id"], body
     return body["error"]
+
+
+def fields_of(error: dict[str, Any]) -> dict[str, list[str]]:
+    """The ``details.fields`` of an ``error`` (from :func:`error_of`): name → messages."""
+    fields = error["details"]["fields"]
+    assert all(isinstance(m, list) and all(isinstance(s, str) for s in m) for m in fields.values())
+    return fields
 
 
 def other_tenant() -> Tenant:

@@ -5,7 +5,9 @@ the OpenAPI documentation."""
 from __future__ import annotations
 
 import json
+import logging
 import re
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +32,7 @@ from tests.api.support import (
     create,
     create_body,
     error_of,
+    fields_of,
     get,
     keyed_client,
     new_key,
@@ -42,6 +45,7 @@ from toolcalls.api import urls as api_urls
 from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.models import ApiKey, IdempotentRequest
+from toolcalls.api.request_ids import RequestIdFilter
 from toolcalls.demo.services import DemoSeed
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
@@ -59,6 +63,7 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/operations/{op}/turns", READ),
     ("GET", "/operations/{op}/calls", READ),
     ("GET", "/operations/{op}/events", READ),
+    ("GET", "/operations/{op}/approvals", READ),
     ("GET", "/approvals", READ),
     ("GET", "/approvals/{apr}", READ),
     ("POST", "/approvals/{apr}/decide", DECIDE),
@@ -95,6 +100,23 @@ def _call(client: APIClient, method: str, path: str, ids: dict[str, str]) -> Any
 
 def _id(endpoint: tuple[str, str, str]) -> str:
     return f"{endpoint[0]} {endpoint[1]}"
+
+
+def _call_with(
+    client: APIClient, method: str, path: str, ids: dict[str, str], query: str = "", **extra: Any
+) -> Any:
+    """``_call`` with a query string, and ``extra`` fields added to a POST's body."""
+    url = path.format(**ids)
+    if method == "GET":
+        return client.get(f"{API}{url}?{query}")
+    suffix = "/" + url.rsplit("/", 1)[-1]
+    body = BODIES.get(suffix, create_body() if url == "/operations" else {})
+    return client.post(
+        f"{API}{url}?{query}",
+        {**body, **extra},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex,
+    )
 
 
 # --- authentication and scopes ----------------------------------------------------------------
@@ -264,7 +286,8 @@ def test_an_error_response_is_remembered_too(demo: DemoSeed) -> None:
     body = create_body(tools=["launch_rocket"])
     first = error_of(post(client, "/operations", body, idempotency_key="e"), 400, "unknown_tool")
     again = post(client, "/operations", body, idempotency_key="e")
-    assert error_of(again, 400, "unknown_tool") == first
+    replayed = error_of(again, 400, "unknown_tool")
+    assert replayed == first | {"request_id": again["Request-Id"]}
     assert again["Idempotent-Replayed"] == "true"
 
 
@@ -290,9 +313,9 @@ def test_a_key_still_in_flight_is_409(demo: DemoSeed) -> None:
         request_sha256=IdempotentRequest.objects.get(key="warm-up").request_sha256,
     )
     assert first.status_code == 201
-    error_of(
-        post(client, "/operations", body, idempotency_key="busy"), 409, "idempotency_key_in_flight"
-    )
+    busy = post(client, "/operations", body, idempotency_key="busy")
+    error_of(busy, 409, "idempotency_key_in_flight")
+    assert busy["Retry-After"] == "1"
     assert Operation.objects.count() == 1
 
 
@@ -426,6 +449,181 @@ def test_an_idempotency_key_with_nul_is_400(demo: DemoSeed) -> None:
     assert not Operation.objects.exists()
 
 
+# --- strict input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=_id)
+def test_every_endpoint_refuses_an_unknown_query_parameter(
+    demo: DemoSeed, parked: dict[str, str], endpoint: tuple[str, str, str]
+) -> None:
+    error = _refused(demo, parked, endpoint, "stat=COMPLETED&limit=1")
+    assert "stat" in error["message"]
+    # Paged lists take limit; every other endpoint names it too.
+    method, path, _ = endpoint
+    paged = method == "GET" and path.endswith("s") and path != "/tools"
+    assert set(fields_of(error)) == ({"stat"} if paged else {"stat", "limit"})
+
+
+def _refused(
+    demo: DemoSeed,
+    parked: dict[str, str],
+    endpoint: tuple[str, str, str],
+    query: str = "",
+    **extra: Any,
+) -> dict[str, Any]:
+    """The 400 ``invalid_request`` error of ``endpoint`` called with ``query`` and ``extra``
+    body fields; asserts that nothing happened."""
+    method, path, _ = endpoint
+    client, _ = keyed_client(demo.tenant, *ALL_SCOPES)
+    events = Operation.objects.get(public_id=parked["op"]).events.count()
+    error = error_of(
+        _call_with(client, method, path, parked, query, **extra), 400, "invalid_request"
+    )
+    assert Operation.objects.count() == 1
+    assert Operation.objects.get(public_id=parked["op"]).events.count() == events
+    return error
+
+
+@pytest.mark.parametrize("path", ["/health/live", "/health/ready"])
+def test_health_refuses_an_unknown_query_parameter(path: str) -> None:
+    error = error_of(APIClient().get(f"{API}{path}?verbose=1"), 400, "invalid_request")
+    assert set(fields_of(error)) == {"verbose"}
+
+
+@pytest.mark.parametrize("endpoint", [e for e in ENDPOINTS if e[0] == "POST"], ids=_id)
+def test_every_body_refuses_an_unknown_field(
+    demo: DemoSeed, parked: dict[str, str], endpoint: tuple[str, str, str]
+) -> None:
+    (message,) = fields_of(_refused(demo, parked, endpoint, colour="blue"))["colour"]
+    assert message.startswith("Unknown field; this body takes:")
+
+
+def test_a_typo_in_a_field_name_starts_nothing(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    response = post(client, "/operations", create_body(budget={"max_turns": 1}))
+    assert set(fields_of(error_of(response, 400, "invalid_request"))) == {"budget"}
+    assert not Operation.objects.exists()
+
+
+def test_a_typo_in_a_filter_name_lists_nothing(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    create(client)
+    for query in ("stat=COMPLETED", "subject_rf=cus_9999", "State=COMPLETED"):
+        response = client.get(f"{API}/operations?{query}")
+        name = query.split("=")[0]
+        assert set(fields_of(error_of(response, 400, "invalid_request"))) == {name}
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        (["not", "an", "object"], {"body"}),
+        ({"budgets": {"max_turns": "many"}}, {"budgets.max_turns"}),
+        ({"tools": ["get_order", ""]}, {"tools.1"}),
+        ({"transport": "live", "replies": [{"kind": "response"}]}, {"replies"}),
+    ],
+)
+def test_details_name_every_wrong_input_by_its_path(
+    demo: DemoSeed, body: Any, fields: set[str]
+) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    payload = body if isinstance(body, list) else create_body(**body)
+    error = error_of(post(client, "/operations", payload), 400, "invalid_request")
+    assert error["details"].keys() == {"fields"}
+    assert set(fields_of(error)) == fields
+
+
+def test_every_error_has_the_same_details_shape(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    wrong_inputs = [
+        get(client, "/operations", {"limit": "0"}),
+        get(client, "/operations", {"state": "bogus"}),
+        get(client, "/operations", {"created_after": "yesterday"}),
+        get(client, "/operations", {"metadata": "no-colon"}),
+        get(client, "/operations", {"subject_ref": "\x00"}),
+        post(client, "/operations", create_body(model="-bad model")),
+        post(client, "/operations", create_body(), idempotency_key="k" * 256),
+    ]
+    for response in wrong_inputs:
+        error = error_of(response, 400, "invalid_request")
+        assert error["details"].keys() == {"fields"} and fields_of(error), error
+    no_inputs = [get(client, "/operations/op_nope"), get(APIClient(), "/operations")]
+    for response in no_inputs:
+        assert response.json()["error"]["details"] == {}
+
+
+# --- request IDs --------------------------------------------------------------------------------
+
+
+def test_every_response_carries_a_generated_request_id(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ)
+    responses = [
+        get(client, "/tools"),
+        get(client, "/operations/op_nope"),
+        get(APIClient(), "/health/live"),
+        APIClient().get("/api/v2/anything"),
+        APIClient().get("/api/schema/"),
+    ]
+    ids = [response["Request-Id"] for response in responses]
+    assert all(re.fullmatch(r"req_[0-9a-f]{32}", value) for value in ids), ids
+    assert len(set(ids)) == len(ids)
+    assert responses[3].json()["error"]["request_id"] == ids[3]
+
+
+@pytest.mark.parametrize("header", ["HTTP_REQUEST_ID", "HTTP_X_REQUEST_ID"])
+def test_a_well_formed_request_id_of_the_caller_is_kept(demo: DemoSeed, header: str) -> None:
+    client, _ = keyed_client(demo.tenant, READ)
+    response = client.get(f"{API}/operations/op_nope", **{header: "trace-4821.a:b_c"})
+    assert response["Request-Id"] == "trace-4821.a:b_c"
+    assert error_of(response, 404, "not_found")["request_id"] == "trace-4821.a:b_c"
+
+
+@pytest.mark.parametrize("value", ["", "has space", "-leading-dash", "x" * 129, "ünïcode"])
+def test_a_malformed_request_id_is_replaced(demo: DemoSeed, value: str) -> None:
+    client, _ = keyed_client(demo.tenant, READ)
+    response = client.get(f"{API}/tools", HTTP_REQUEST_ID=value)
+    assert response.status_code == 200
+    assert re.fullmatch(r"req_[0-9a-f]{32}", response["Request-Id"])
+
+
+def test_log_lines_name_the_request(demo: DemoSeed) -> None:
+    """The console handler's filter stamps every record written while a request is served,
+    Django's own line about the response included."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    handler.addFilter(RequestIdFilter())
+    logging.getLogger().addHandler(handler)
+    try:
+        client, _ = keyed_client(demo.tenant, READ)
+        client.get(f"{API}/operations/op_nope", HTTP_REQUEST_ID="trace-log-1")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    (line,) = [r for r in records if r.name == "django.request"]
+    assert line.request_id == "trace-log-1"  # type: ignore[attr-defined]
+    assert "Not Found" in line.getMessage()
+    config = settings_logging()
+    assert "request_id" in config["handlers"]["console"]["filters"]
+    assert "%(request_id)s" in config["formatters"]["text"]["format"]
+    assert "request_id" in config["formatters"]["json"]["fmt"]
+
+
+def test_outside_a_request_log_lines_say_dash() -> None:
+    record = logging.LogRecord("engine", logging.INFO, "", 0, "tick", None, None)
+    assert RequestIdFilter().filter(record)
+    assert record.request_id == "-"  # type: ignore[attr-defined]
+
+
+def settings_logging() -> dict[str, Any]:
+    from django.conf import settings
+
+    return settings.LOGGING  # type: ignore[no-any-return]
+
+
 # --- rate limit -------------------------------------------------------------------------------
 
 
@@ -453,6 +651,23 @@ def test_over_the_rate_is_429_with_retry_after(demo: DemoSeed) -> None:
     # Per key: another key of the same tenant is not slowed down; health is never throttled.
     assert get(other, "/tools").status_code == 200
     assert get(APIClient(), "/health/live").status_code == 200
+
+
+@pytest.mark.usefixtures("tiny_rate")
+def test_rate_limit_headers_say_where_the_key_stands(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    first, second, refused = (get(client, "/tools") for _ in range(3))
+    assert first["RateLimit-Limit"] == second["RateLimit-Limit"] == "2"
+    assert (first["RateLimit-Remaining"], second["RateLimit-Remaining"]) == ("1", "0")
+    assert 59 <= int(first["RateLimit-Reset"]) <= 60
+    assert refused.status_code == 429
+    assert refused["RateLimit-Remaining"] == "0"
+    assert 1 <= int(refused["RateLimit-Reset"]) <= 60
+    # Errors and POSTs carry them too; health, which is not throttled, does not.
+    cache.clear()
+    assert error_of(get(client, "/operations/op_nope"), 404, "not_found")
+    assert get(client, "/operations/op_nope")["RateLimit-Remaining"] == "0"
+    assert "RateLimit-Limit" not in get(APIClient(), "/health/live")
 
 
 # --- OpenAPI ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from tests.api.support import (
     WRITE,
     create,
     error_of,
+    fields_of,
     get,
     keyed_client,
     post,
@@ -75,7 +76,7 @@ def test_pending_approval_shape(requester: APIClient) -> None:
     assert approval["arguments"]["amount_cents"] == 4999
     assert len(approval["arguments_sha256"]) == 64
     assert approval["original_arguments"] is None
-    assert approval["requested_by"].startswith("service-acme-")
+    assert approval["requested_by"] == "service:checkout"
     assert approval["decided_by"] is None and approval["decided_at"] is None
     assert get(requester, f"/approvals/{approval['id']}").json() == approval
     error_of(get(requester, "/approvals/apr_nope"), 404, "not_found")
@@ -111,7 +112,7 @@ def test_approve_resumes_and_refunds_once(requester: APIClient, operator: APICli
     assert response.status_code == 200, response.content
     decided = response.json()
     assert decided["state"] == ApprovalState.APPROVED
-    assert decided["decided_by"].startswith("service-acme-")
+    assert decided["decided_by"] == "service:review"
     assert decided["decided_by"] != decided["requested_by"]
     assert decided["decision_reason"] == "looks right" and decided["decided_at"]
     operation = get(requester, f"/operations/{operation_id}").json()
@@ -169,9 +170,9 @@ def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:
         400,
         "invalid_request",
     )
-    assert set(error["details"]) == {"arguments"}
+    assert set(fields_of(error)) == {"arguments"}
     error = error_of(_decide(operator, approval["id"], decision="maybe"), 400, "invalid_request")
-    assert set(error["details"]) == {"decision"}
+    assert set(fields_of(error)) == {"decision"}
     response = _decide(operator, approval["id"], decision="deny", reason="Send a photo first.")
     assert response.status_code == 200, response.content
     assert response.json()["state"] == ApprovalState.DENIED

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.services import approval_decide
+from tests import replies as r
 from tests.api.support import READ, WRITE, create_body, keyed_client, post
 from tests.conftest import wait_for
 from tests.engine import bundled_replies, operator, start
@@ -33,7 +34,7 @@ from toolcalls.webhooks import delivery, wakeups
 from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
 from toolcalls.webhooks.delivery import webhook_retry_delay_s, webhook_retry_due
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
-from toolcalls.webhooks.outbox import EVENT_TYPES, webhook_fanout
+from toolcalls.webhooks.outbox import EVENT_TYPES, event_payloads, rfc3339, webhook_fanout
 from toolcalls.webhooks.signing import sign, verify_signature
 
 SECRET = "whsec-test-secret"
@@ -217,7 +218,8 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
     assert requested["id"] == f"evt_{approval_events[0].pk}"
     assert requested["operation"] == operation.public_id
     assert requested["sequence"] == approval_events[0].seq
-    assert requested["created"] == approval_events[0].created_at.isoformat()
+    assert requested["created"] == rfc3339(approval_events[0].created_at)
+    assert requested["created"].endswith("Z")
     assert requested["data"] == {
         "from_state": None,
         "to_state": "PENDING",
@@ -226,7 +228,7 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
         "tool": "submit_refund",
         "call": call.public_id,
         "provider_call_id": call.provider_call_id,
-        "expires_at": approval.expires_at.isoformat(),
+        "expires_at": rfc3339(approval.expires_at),
     }
     decided = by_type["approval.decided"]["data"]
     assert (decided["from_state"], decided["to_state"]) == ("PENDING", "APPROVED")
@@ -240,7 +242,8 @@ def test_fanout_follows_tenant_event_types_and_active(demo, receiver: Receiver) 
     assert first.payload["data"] == {
         "from_state": "PENDING",
         "to_state": "MODEL_REQUESTED",
-        "reason": "",
+        "reason": None,
+        "reason_code": None,
     }
     # Nothing of the audit's digests or protected results leaves Callgate.
     everything_sent = b"".join(r.body for r in receiver.received).decode()
@@ -702,3 +705,19 @@ def test_the_worker_delivers_every_event_of_the_refund_signed_and_in_order(
     ]
     assert transitions[-1] == (OperationState.MODEL_REQUESTED, OperationState.COMPLETED)
     assert len(transitions) == operation.events.filter(kind="operation.transition").count()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager_tasks")
+def test_state_changes_carry_the_reason_code_and_utc_times(demo: Any) -> None:
+    lookup = r.response(r.call("g1", "get_order", {"order_id": "ORD-1001"}))
+    operation = start(demo, [lookup, r.final()], budgets={"max_turns": 1})
+    assert operation.state == OperationState.ESCALATED
+    events = list(operation.events.filter(kind=AuditKind.OPERATION_TRANSITION).order_by("seq"))
+    payloads = event_payloads(events, operation.public_id)
+    escalated = next(p["data"] for p in payloads if p["data"]["to_state"] == "ESCALATED")
+    assert escalated["reason_code"] == "MAX_TURNS"
+    assert escalated["reason"] == operation.terminal_reason
+    quiet = [p["data"] for p in payloads if p["data"]["to_state"] != "ESCALATED"]
+    assert quiet and all(d["reason"] is None and d["reason_code"] is None for d in quiet)
+    assert all(p["created"].endswith("Z") and "+00:00" not in p["created"] for p in payloads)

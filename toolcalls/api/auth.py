@@ -20,6 +20,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
+from toolcalls.actors import Actor
 from toolcalls.api.models import SCOPES, ApiKey
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
@@ -74,6 +75,14 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
             key_sha256=_digest(secret),
         )
     return key, f"cg_{key.prefix}_{secret}"
+
+
+def principal(user: Any) -> Actor:
+    """Who ``user`` is in the audit trail: ``service:<key name>`` for an API key's service user
+    (each key has its own), ``user:<username>`` for a person. Reads ``user.api_keys`` (prefetch
+    it for a list)."""
+    key = next(iter(user.api_keys.all()), None)
+    return Actor.service(key.name) if key is not None else Actor.user(user)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

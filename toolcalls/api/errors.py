@@ -1,12 +1,17 @@
-"""One error shape for every API failure: ``{"error": {"code", "message", "details"}}``.
+"""One error shape for every API failure:
+``{"error": {"code", "message", "details", "request_id"}}``.
 
-Codes are stable and machine-readable (``docs/api.md`` lists them). Installed as DRF's
-``EXCEPTION_HANDLER``.
+Codes are stable and machine-readable (``docs/api.md`` lists them). ``details`` is always an
+object: ``{"fields": {name: [message, …]}}`` when inputs are wrong (a body field as its dotted
+path, ``budgets.max_turns``; a query parameter, header or path parameter by its name; ``body``
+for the body as a whole), the facts of a refusal for a few codes, ``{}`` otherwise.
+``request_id`` is the response's ``Request-Id``. Installed as DRF's ``EXCEPTION_HANDLER``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -15,26 +20,67 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
+from toolcalls.api.request_ids import current_request_id
 from toolcalls.errors import CallgateError
 
 log = logging.getLogger("callgate.api")
 
+#: ``details.fields`` key of a problem with the request body as a whole.
+BODY = "body"
+
 
 class ApiError(exceptions.APIException):
-    """An error with a chosen status, code, message and details."""
+    """An error with a chosen status, code and message; ``fields`` names the inputs that are
+    wrong (name → messages), ``headers`` go on the response (``Retry-After``)."""
 
-    def __init__(self, status_code: int, code: str, message: str, details: Any = None) -> None:
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        fields: Mapping[str, list[str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(detail=message, code=code)
         self.status_code = status_code
         self.error_code = code
         self.message = message
-        self.details = details or {}
+        self.details = {"fields": dict(fields)} if fields else {}
+        self.headers = dict(headers or {})
 
 
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    """The one error shape: ``{"error": {"code", "message", "details"}}``."""
-    return {"error": {"code": code, "message": message, "details": details or {}}}
+def error_body(code: str, message: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one error shape, with the current request's ID."""
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": dict(details or {}),
+            "request_id": current_request_id(),
+        }
+    }
+
+
+def field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested validation detail as ``{dotted name: [message, …]}`` (``body`` for the body
+    as a whole: DRF's non-field errors, or a body that is not an object)."""
+    if isinstance(detail, dict):
+        found: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            key = "" if key == api_settings.NON_FIELD_ERRORS_KEY else str(key)
+            name = ".".join(part for part in (prefix, key) if part)
+            for path, messages in field_errors(value, name).items():
+                found.setdefault(path, []).extend(messages)
+        return found
+    if isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        found = {}
+        for index, item in enumerate(detail):
+            found |= field_errors(item, f"{prefix}.{index}" if prefix else str(index))
+        return found
+    messages = detail if isinstance(detail, list) else [detail]
+    return {prefix or BODY: [str(message) for message in messages]}
 
 
 #: HTTP status of each :class:`CallgateError` code a service may raise into the API. Any other
@@ -74,7 +120,8 @@ _CODES: list[tuple[type[Exception], int, str]] = [
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Map any exception raised in an API view to the one error shape."""
     if isinstance(exc, ApiError):
-        return Response(error_body(exc.error_code, exc.message, exc.details), exc.status_code)
+        body = error_body(exc.error_code, exc.message, exc.details)
+        return Response(body, exc.status_code, headers=exc.headers)
     if isinstance(exc, CallgateError):
         body = error_body(exc.code, exc.message, exc.details)
         return Response(body, STATUS_BY_CODE.get(exc.code, status.HTTP_409_CONFLICT))
@@ -88,7 +135,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 headers["WWW-Authenticate"] = str(challenge)
             if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
                 headers["Retry-After"] = str(max(1, round(exc.wait)))
-            details = exc.detail if isinstance(exc, exceptions.ValidationError) else {}
+            details = (
+                {"fields": field_errors(exc.detail)}
+                if isinstance(exc, exceptions.ValidationError)
+                else {}
+            )
             message = _message(exc, code)
             return Response(error_body(code, message, details), code_status, headers=headers)
     log.exception("unhandled API error", exc_info=exc)

@@ -26,9 +26,13 @@ from rest_framework.response import Response
 
 from toolcalls.api.errors import ApiError
 from toolcalls.api.models import ApiKey, IdempotentRequest
+from toolcalls.api.request_ids import current_request_id
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
+#: Seconds a client is asked to wait (``Retry-After``) before sending a request again whose key
+#: is still in flight: most requests finish well within it.
+IN_FLIGHT_RETRY_AFTER_S = 1
 
 
 def _fingerprint(request: Request) -> str:
@@ -75,9 +79,11 @@ def idempotent(handler: Callable[..., Response]) -> Callable[..., Response]:
     def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
         value = request.headers.get(HEADER, "").strip()
         if not value:
-            raise ApiError(400, "idempotency_key_required", f"Send an {HEADER} header.")
+            message = f"Send an {HEADER} header."
+            raise ApiError(400, "idempotency_key_required", message, {HEADER: [message]})
         if len(value) > MAX_KEY_LENGTH:
-            raise ApiError(400, "invalid_request", f"{HEADER} is longer than {MAX_KEY_LENGTH}.")
+            message = f"{HEADER} is longer than {MAX_KEY_LENGTH}."
+            raise ApiError(400, "invalid_request", message, {HEADER: [message]})
         fingerprint = _fingerprint(request)
         earlier = _reserve(request.auth, value, fingerprint)
         if earlier is not None:
@@ -112,7 +118,12 @@ def _replay(earlier: IdempotentRequest, fingerprint: str) -> Response:
             409,
             "idempotency_key_in_flight",
             f"A request with this {HEADER} is still being processed; retry later.",
+            headers={"Retry-After": str(IN_FLIGHT_RETRY_AFTER_S)},
         )
-    response = Response(earlier.response_body, status=earlier.response_status)
+    body = earlier.response_body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        # The error is the first request's; the ID is this one's, as its Request-Id says.
+        body = {"error": {**body["error"], "request_id": current_request_id()}}
+    response = Response(body, status=earlier.response_status)
     response["Idempotent-Replayed"] = "true"
     return response

@@ -1,9 +1,16 @@
-"""Request validation and response shapes of the operations API. No logic: views call services."""
+"""Request validation and response shapes of the operations API. No logic: views call services.
+
+Request bodies refuse fields they do not know (:class:`StrictSerializer`); responses say
+``null`` for an absent value, never ``""`` (:class:`NullForBlank`), and date-times in UTC
+ending in ``Z`` (DRF's ``DateTimeField`` under ``TIME_ZONE = "UTC"``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from django.db import models
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
@@ -11,13 +18,47 @@ from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
-from toolcalls.states import OperationState
+from toolcalls.reasons import reason_code
+from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_SCHEMA})
 MAX_METADATA_KEYS = 50
 
 
-class OperationCreateSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer):
+    """A request body: a field it does not declare is a validation error naming it (a typo such
+    as ``budget`` for ``budgets`` must not start an operation with default budgets)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                known = ", ".join(self.fields)
+                raise serializers.ValidationError(
+                    {name: [f"Unknown field; this body takes: {known}."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class NullForBlank(serializers.ModelSerializer):
+    """A model's blank text (``""``: nothing there) is ``null`` in the response, and documented
+    as nullable. Declared text fields opt in with ``allow_null=True``."""
+
+    def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        if isinstance(model_field, models.CharField | models.TextField) and model_field.blank:
+            kwargs["allow_null"] = True
+        return field_class, kwargs
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        for name, field in self.fields.items():
+            if field.allow_null and data.get(name) == "":
+                data[name] = None
+        return data
+
+
+class OperationCreateSerializer(StrictSerializer):
     family = serializers.ChoiceField(choices=sorted(ADAPTERS))
     model = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$")
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
@@ -62,20 +103,32 @@ class OperationCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class OperationSerializer(serializers.ModelSerializer):
+class OperationSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
     input = serializers.CharField(source="input_text")
     tools = serializers.ListField(source="tool_names", child=serializers.CharField())
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     counters = serializers.SerializerMethodField()
+    ended = serializers.SerializerMethodField(
+        help_text="The operation reached a final state: nothing more will happen to it."
+    )
     final_text = serializers.CharField(allow_null=True)
-    terminal_reason = serializers.CharField(allow_null=True)
+    terminal_reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why it escalated or ended (other than COMPLETED), for people; starts with "
+        "reason_code.",
+    )
+    reason_code = serializers.SerializerMethodField(
+        help_text="The machine-readable head of terminal_reason (docs/error-codes.md); null "
+        "without a reason."
+    )
 
     class Meta:
         model = Operation
         fields = [
             "id",
             "state",
+            "ended",
             "tenant",
             "subject_ref",
             "family",
@@ -89,6 +142,7 @@ class OperationSerializer(serializers.ModelSerializer):
             "deadline_at",
             "final_text",
             "terminal_reason",
+            "reason_code",
             "metadata",
             "created_at",
             "updated_at",
@@ -105,14 +159,14 @@ class OperationSerializer(serializers.ModelSerializer):
             "no_progress_turns": operation.no_progress_turns,
         }
 
-    def to_representation(self, instance: Operation) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["final_text"] = instance.final_text or None
-        data["terminal_reason"] = instance.terminal_reason or None
-        return data
+    def get_ended(self, operation: Operation) -> bool:
+        return operation.state in OPERATION_TERMINAL
+
+    def get_reason_code(self, operation: Operation) -> str | None:
+        return reason_code(operation.terminal_reason)
 
 
-class TurnSerializer(serializers.ModelSerializer):
+class TurnSerializer(NullForBlank):
     turn = serializers.IntegerField(source="index", help_text="The turn index, from 0.")
     usage = serializers.SerializerMethodField()
 
@@ -140,7 +194,7 @@ class TurnSerializer(serializers.ModelSerializer):
         return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens}
 
 
-class CallSerializer(serializers.ModelSerializer):
+class CallSerializer(NullForBlank):
     """A call; ``protected_audit`` only for keys with the ``audit:read`` scope."""
 
     id = serializers.CharField(source="public_id")
@@ -178,9 +232,9 @@ class CallSerializer(serializers.ModelSerializer):
         return data
 
 
-class EventSerializer(serializers.ModelSerializer):
+class EventSerializer(NullForBlank):
     call = serializers.CharField(source="call.public_id", allow_null=True, default=None)
-    approval = serializers.CharField(source="approval_ref")
+    approval = serializers.CharField(source="approval_ref", allow_null=True)
 
     class Meta:
         model = AuditEvent
@@ -199,12 +253,12 @@ class EventSerializer(serializers.ModelSerializer):
         ]
 
 
-class ExtendSerializer(serializers.Serializer):
+class ExtendSerializer(StrictSerializer):
     budgets = serializers.DictField(child=serializers.FloatField(), required=False, default=dict)
     note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
 
 
-class ReasonSerializer(serializers.Serializer):
+class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=500)
 
 
@@ -218,10 +272,24 @@ class ToolSerializer(serializers.Serializer):
     approval = serializers.DictField()
 
 
+class FieldErrorsSerializer(serializers.Serializer):
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Each wrong input (a body field's dotted path, a query parameter, a header; "
+        "body: the body as a whole) → its messages.",
+    )
+
+
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable and machine-readable (docs/api.md).")
     message = serializers.CharField()
-    details = serializers.DictField(help_text="Fields → messages for invalid_request; else {}.")
+    details = FieldErrorsSerializer(
+        help_text="fields for wrong inputs; a few refusals add their facts; else {}."
+    )
+    request_id = serializers.CharField(
+        allow_null=True, help_text="The response's Request-Id, to quote when asking about it."
+    )
 
 
 class ErrorSerializer(serializers.Serializer):

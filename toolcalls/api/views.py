@@ -7,6 +7,7 @@ import re
 from base64 import b64decode
 from collections.abc import Collection
 from datetime import UTC
+from math import ceil
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,6 +16,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.signing import BadSignature, Signer
 from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTextTransform
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -57,7 +59,9 @@ ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
 
 
 class ApiKeyThrottle(SimpleRateThrottle):
-    """Requests per API key (``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["api_key"]``)."""
+    """Requests per API key (``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["api_key"]``), in a
+    sliding window. Leaves the key's standing on the request (``request.rate_limit``: the
+    ``RateLimit-*`` headers' values) for :meth:`ApiView.finalize_response`."""
 
     scope = "api_key"
 
@@ -65,8 +69,51 @@ class ApiKeyThrottle(SimpleRateThrottle):
         key = request.auth
         return f"throttle:api_key:{key.pk}" if isinstance(key, ApiKey) else None
 
+    def allow_request(self, request: Request, view: Any) -> bool:
+        allowed = super().allow_request(request, view)
+        if getattr(self, "key", None) is not None:  # unset without a rate, None without a key
+            # The window frees its first slot when its oldest request leaves it.
+            reset = self.duration - (self.now - self.history[-1]) if self.history else 0
+            request.rate_limit = {
+                "RateLimit-Limit": str(self.num_requests),
+                "RateLimit-Remaining": str(max(0, self.num_requests - len(self.history))),
+                "RateLimit-Reset": str(max(0, ceil(reset))),
+            }
+        return allowed
 
-class ApiView(APIView):
+
+#: Query parameters every paged list takes (:class:`ApiCursor`).
+PAGING = ("cursor", "limit")
+
+
+class StrictView(APIView):
+    """Refuses what it would otherwise ignore or fail on: a query parameter the endpoint does not
+    take (``query_parameters``, plus :data:`PAGING` on lists), and text the database cannot
+    store. Both are 400 ``invalid_request`` naming the inputs."""
+
+    query_parameters: tuple[str, ...] = ()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        known: set[str] = set()
+        if request.method in ("GET", "HEAD"):
+            known = set(self.query_parameters)
+            if getattr(self, "pagination_class", None) is not None:
+                known |= set(PAGING)
+        unknown = sorted(set(request.query_params) - known)
+        if unknown:
+            hint = f"known: {', '.join(sorted(known))}" if known else "it takes none"
+            message = f"Unknown query parameter for this endpoint ({hint})."
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"Unknown query parameters: {', '.join(unknown)}.",
+                {name: [message] for name in unknown},
+            )
+        _refuse_unstorable(request, kwargs)
+
+
+class ApiView(StrictView):
     """Authenticated by API key, scope-checked per method, throttled per key."""
 
     authentication_classes = [ApiKeyAuthentication]
@@ -74,9 +121,13 @@ class ApiView(APIView):
     throttle_classes = [ApiKeyThrottle]
     scopes: dict[str, tuple[str, ...]] = {}
 
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)
-        _refuse_unstorable(request, kwargs)
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        for name, value in getattr(request, "rate_limit", {}).items():
+            response[name] = value
+        return response
 
     def key(self) -> ApiKey:
         assert isinstance(self.request.auth, ApiKey)
@@ -124,12 +175,8 @@ def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
     }
     for place, values in places.items():
         if any(_UNSTORABLE.search(value) for value in values if isinstance(value, str)):
-            raise ApiError(
-                400,
-                "invalid_request",
-                "Text may not contain NUL characters or unpaired surrogates.",
-                {place: "contains NUL or an unpaired surrogate"},
-            )
+            message = "Text may not contain NUL characters or unpaired surrogates."
+            raise ApiError(400, "invalid_request", message, {place: [message]})
 
 
 def _strings(body: Any) -> list[str]:
@@ -159,10 +206,13 @@ class ApiListView(ApiView, generics.ListAPIView):  # type: ignore[misc]
 
 
 class ApiCursor(pagination.CursorPagination):
-    """Cursor paging (``?cursor=`` as returned in ``next``/``previous``; ``?limit=`` from 1 to
-    ``max_page_size``, else 400 ``invalid_request``). Cursors are signed for the list's path
-    (:func:`cursor_sign`): one that was altered, or taken from another list, is 400
-    ``invalid_cursor``."""
+    """Cursor paging (``?cursor=`` as returned in ``cursor``, or within ``next``/``previous``;
+    ``?limit=`` from 1 to ``max_page_size``, else 400 ``invalid_request``). Cursors are signed
+    for the list's path (:func:`cursor_sign`): one that was altered, or taken from another list,
+    is 400 ``invalid_cursor``.
+
+    A page is ``{"next": url|null, "previous": url|null, "cursor": str|null, "results": […]}``;
+    ``cursor`` is the next page's cursor (``null`` on the last page)."""
 
     page_size = 50
     page_size_query_param = "limit"
@@ -174,8 +224,32 @@ class ApiCursor(pagination.CursorPagination):
             return self.page_size
         if not value.isdigit() or not 1 <= int(value) <= self.max_page_size:
             message = f"limit must be a whole number from 1 to {self.max_page_size}."
-            raise ApiError(400, "invalid_request", message, {"limit": value})
+            raise ApiError(400, "invalid_request", message, {"limit": [message]})
         return int(value)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        following = self.get_next_link()
+        cursor = (
+            parse_qs(urlsplit(following).query)[self.cursor_query_param][0] if following else None
+        )
+        return Response(
+            {
+                "next": following,
+                "previous": self.get_previous_link(),
+                "cursor": cursor,
+                "results": data,
+            }
+        )
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        page = super().get_paginated_response_schema(schema)
+        page["properties"]["cursor"] = {
+            "type": "string",
+            "nullable": True,
+            "description": "The next page's cursor (pass it as ?cursor=); null on the last page.",
+        }
+        page["required"] = ["next", "previous", "cursor", "results"]
+        return page
 
     def encode_cursor(self, cursor: pagination.Cursor) -> str:
         url = super().encode_cursor(cursor)
@@ -248,6 +322,14 @@ class OperationsView(ApiListView):
     scopes = {"GET": (READ,), "POST": (WRITE,)}
     serializer_class = OperationSerializer
     pagination_class = NewestFirst
+    query_parameters = (
+        "state",
+        "family",
+        "subject_ref",
+        "metadata",
+        "created_after",
+        "created_before",
+    )
 
     def get_queryset(self) -> QuerySet[Operation]:
         rows = self.operations().select_related("tenant")
@@ -256,6 +338,12 @@ class OperationsView(ApiListView):
             rows = rows.filter(state=state)
         if family := choice(params, "family", ADAPTERS):
             rows = rows.filter(family=family)
+        if "subject_ref" in params:
+            rows = rows.filter(subject_ref=params["subject_ref"])
+        for index, (key, value) in enumerate(_metadata_pairs(params.getlist("metadata"))):
+            # A key transform, not ``metadata__<key>``: a key may hold "__" or any character.
+            name = f"metadata_{index}"
+            rows = rows.alias(**{name: KeyTextTransform(key, "metadata")}).filter(**{name: value})
         for name, lookup in (
             ("created_after", "created_at__gte"),
             ("created_before", "created_at__lt"),
@@ -269,6 +357,14 @@ class OperationsView(ApiListView):
         parameters=[
             OpenApiParameter("state", str, enum=OperationState.values),
             OpenApiParameter("family", str, enum=sorted(ADAPTERS)),
+            OpenApiParameter("subject_ref", str, description="Exactly this subject."),
+            OpenApiParameter(
+                "metadata",
+                {"type": "array", "items": {"type": "string", "pattern": "^[^:]+:"}},
+                explode=True,
+                description="key:value (split at the first colon); repeat it to require "
+                "several pairs. Only operations whose metadata holds every pair are listed.",
+            ),
             OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
             OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
             OpenApiParameter("limit", int),
@@ -319,6 +415,22 @@ class OperationsView(ApiListView):
         return Response(OperationSerializer(operation).data, status=status.HTTP_201_CREATED)
 
 
+#: One ``metadata`` filter: ``key:value``, the key not empty and without a colon.
+METADATA_PAIR = re.compile(r"([^:]+):(.*)", re.DOTALL)
+
+
+def _metadata_pairs(values: list[str]) -> list[tuple[str, str]]:
+    """``metadata=key:value`` filters as pairs; 400 ``invalid_request`` for one without a key."""
+    pairs = []
+    for value in values:
+        match = METADATA_PAIR.fullmatch(value)
+        if match is None:
+            message = "metadata filters are key:value, the key before the first colon."
+            raise ApiError(400, "invalid_request", message, {"metadata": [message]})
+        pairs.append((match.group(1), match.group(2)))
+    return pairs
+
+
 def _datetime(name: str, value: str) -> Any:
     """``value`` as an aware date-time (no offset: the server's time zone); 400 otherwise."""
     try:
@@ -329,9 +441,8 @@ def _datetime(name: str, value: str) -> Any:
     except (ValueError, OverflowError):
         parsed = None
     if parsed is None:
-        raise ApiError(
-            400, "invalid_request", f"{name} must be an ISO 8601 date-time.", {name: value}
-        )
+        message = f"{name} must be an ISO 8601 date-time."
+        raise ApiError(400, "invalid_request", message, {name: [message]})
     return parsed
 
 
@@ -340,8 +451,8 @@ def choice(params: QueryDict, name: str, choices: Collection[str]) -> str:
     choices when it is not one of them."""
     value = params.get(name, "")
     if value and value not in choices:
-        known = ", ".join(sorted(choices))
-        raise ApiError(400, "invalid_request", f"{name} must be one of: {known}.", {name: value})
+        message = f"{name} must be one of: {', '.join(sorted(choices))}."
+        raise ApiError(400, "invalid_request", message, {name: [message]})
     return value
 
 
@@ -508,7 +619,7 @@ class ToolsView(ApiView):
 
 
 @extend_schema(tags=["health"], auth=[])
-class LivenessView(APIView):
+class LivenessView(StrictView):
     """The process answers (no key needed)."""
 
     authentication_classes: list[Any] = []
@@ -520,7 +631,7 @@ class LivenessView(APIView):
 
 
 @extend_schema(tags=["health"], auth=[])
-class ReadinessView(APIView):
+class ReadinessView(StrictView):
     """The database and the broker are reachable (503 otherwise)."""
 
     authentication_classes: list[Any] = []
@@ -531,7 +642,13 @@ class ReadinessView(APIView):
         checks = {"database": _database_ok(), "broker": _broker_ok()}
         ready = all(checks.values())
         body = {"status": "ok" if ready else "unavailable", "checks": checks}
-        return Response(body, status=200 if ready else 503)
+        if ready:
+            return Response(body)
+        return Response(body, status=503, headers={"Retry-After": str(READY_RETRY_AFTER_S)})
+
+
+#: Seconds a load balancer or client is asked to wait before asking an unready process again.
+READY_RETRY_AFTER_S = 5
 
 
 def _database_ok() -> bool:

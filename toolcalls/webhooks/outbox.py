@@ -8,6 +8,7 @@ commit. :func:`webhook_fanout` writes the deliveries; ``toolcalls.webhooks.deliv
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from toolcalls.models import AuditEvent
+from toolcalls.reasons import reason_code
 from toolcalls.states import AuditKind
 from toolcalls.webhooks import wakeups
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
@@ -108,7 +110,8 @@ def _fanout_to(endpoint: WebhookEndpoint, event: AuditEvent) -> int:
 def event_payloads(events: list[AuditEvent], operation_id: str) -> list[dict[str, Any]]:
     """The webhook payload of each audit event (all of one operation, ``operation_id``).
 
-    ``{"id": "evt_<audit event id>", "type", "created", "sequence", "operation", "data"}``.
+    ``{"id": "evt_<audit event id>", "type", "created", "sequence", "operation", "data"}``;
+    date-times as the REST API writes them (RFC 3339, UTC, ``Z``), an absent value as ``null``.
     ``data`` names its fields one by one: audit details are never copied wholesale, so nothing
     from ``protected_audit``, no digest and no secret reaches a receiver.
     """
@@ -121,7 +124,7 @@ def event_payloads(events: list[AuditEvent], operation_id: str) -> list[dict[str
         {
             "id": f"evt_{event.pk}",
             "type": EVENT_TYPES[event.kind],
-            "created": event.created_at.isoformat(),
+            "created": rfc3339(event.created_at),
             "sequence": event.seq,
             "operation": operation_id,
             "data": _data(event, approvals.get(event.approval_ref)),
@@ -130,16 +133,23 @@ def event_payloads(events: list[AuditEvent], operation_id: str) -> list[dict[str
     ]
 
 
+def rfc3339(value: datetime) -> str:
+    """``value`` in UTC as RFC 3339 with ``Z`` (``2025-11-30T09:15:02.123456Z``)."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def _data(event: AuditEvent, approval: ApprovalRequest | None) -> dict[str, Any]:
     details = event.details or {}
-    reason = details.get("reason", "")
+    reason = details.get("reason")
+    reason = reason if isinstance(reason, str) and reason else None
     data: dict[str, Any] = {
         "from_state": event.from_state or None,
         "to_state": event.to_state or None,
-        "reason": reason if isinstance(reason, str) else "",
+        "reason": reason,
     }
     if event.kind == "operation.transition":
-        return data
+        # An operation's reason starts with its code (toolcalls.reasons); an approval's is prose.
+        return data | {"reason_code": reason_code(reason or "")}
     call = approval.call if approval else event.call
     data |= {
         "approval": event.approval_ref or None,
@@ -148,5 +158,5 @@ def _data(event: AuditEvent, approval: ApprovalRequest | None) -> dict[str, Any]
         "provider_call_id": call.provider_call_id if call else details.get("provider_call_id"),
     }
     if event.kind == "approval.requested" and approval is not None:
-        data["expires_at"] = approval.expires_at.isoformat()
+        data["expires_at"] = rfc3339(approval.expires_at)
     return data

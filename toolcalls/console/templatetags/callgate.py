@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from toolcalls.reasons import reason_code
+
 register = template.Library()
 
 
@@ -44,3 +46,9 @@ def shorten(value: Any, length: int = 24) -> str:
     value stays in the element's title."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@register.filter
+def code_of_reason(reason: str) -> str:
+    """The reason code an operation's ``terminal_reason`` starts with ("" without one)."""
+    return reason_code(reason or "") or ""
