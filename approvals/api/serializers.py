@@ -15,6 +15,9 @@ from toolcalls.api.serializers import NullForBlank, StrictSerializer
 class ApprovalSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
     operation = serializers.CharField(source="operation.public_id")
+    call = serializers.CharField(
+        source="call.public_id", help_text="Callgate's ID of the call (tc_…) this approval parks."
+    )
     provider_call_id = serializers.CharField(source="call.provider_call_id")
     tool = serializers.CharField(source="tool_name")
     arguments = serializers.SerializerMethodField()
@@ -38,6 +41,7 @@ class ApprovalSerializer(NullForBlank):
             "state",
             "superseded",
             "operation",
+            "call",
             "provider_call_id",
             "tool",
             "risk",

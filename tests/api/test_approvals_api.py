@@ -29,9 +29,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 S = OperationState
 APPROVAL_FIELDS = {
-    "id", "state", "superseded", "operation", "provider_call_id", "tool", "risk", "arguments",
-    "arguments_sha256", "original_arguments", "amount_cents", "reason", "schema_version",
-    "policy_revision", "requested_by", "created_at", "expires_at", "decided_by", "decided_at",
+    "id", "state", "superseded", "operation", "call", "provider_call_id", "tool", "risk",
+    "arguments", "arguments_sha256", "original_arguments", "amount_cents", "reason",
+    "schema_version", "policy_revision", "requested_by", "created_at", "expires_at", "decided_by", "decided_at",
     "decision_reason",
 }  # fmt: skip
 

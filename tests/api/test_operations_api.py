@@ -105,6 +105,8 @@ def test_create_defaults_to_every_registered_tool(client: APIClient) -> None:
         ({"replies": [{"kind": "nonsense"}]}, {"replies"}),
         ({"transport": "live"}, {"replies"}),
         ({"budgets": {"max_turns": "many"}}, {"budgets"}),
+        ({"budgets": {"max_turns": True}}, {"budgets"}),
+        ({"budgets": {"max_turns": "5"}}, {"budgets"}),
         ({"budgets": {"max_wishes": 3}}, {"budgets"}),
         ({"tools": "get_order"}, {"tools"}),
         ({"metadata": {"ticket": ["T-1"]}}, {"metadata"}),
@@ -364,7 +366,7 @@ def test_events_are_the_hash_chain_in_order(client: APIClient) -> None:
         if not page.json()["next"]:
             break
         page = client.get(page.json()["next"])
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
     assert events[0]["kind"] == "operation.created"
     for earlier, later in itertools.pairwise(events):
         assert later["prev_hash"] == earlier["hash"]

@@ -25,6 +25,15 @@ _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_
 MAX_METADATA_KEYS = 50
 
 
+class BudgetLimit(serializers.FloatField):
+    """A budget's new limit: a JSON number (``true`` is not 1, ``"5"`` is not 5)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return float(super().to_internal_value(data))
+
+
 class StrictSerializer(serializers.Serializer):
     """A request body: a field it does not declare is a validation error naming it (a typo such
     as ``budget`` for ``budgets`` must not start an operation with default budgets)."""
@@ -66,7 +75,7 @@ class OperationCreateSerializer(StrictSerializer):
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=100
     )
-    budgets = serializers.DictField(child=serializers.FloatField(), required=False)
+    budgets = serializers.DictField(child=BudgetLimit(), required=False)
     metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
     transport = serializers.ChoiceField(
         choices=list(Operation.Transport.values), default=Operation.Transport.LIVE
@@ -233,13 +242,16 @@ class CallSerializer(NullForBlank):
 
 
 class EventSerializer(NullForBlank):
+    sequence = serializers.IntegerField(
+        source="seq", help_text="The event's position in its operation's audit trail, from 1."
+    )
     call = serializers.CharField(source="call.public_id", allow_null=True, default=None)
     approval = serializers.CharField(source="approval_ref", allow_null=True)
 
     class Meta:
         model = AuditEvent
         fields = [
-            "seq",
+            "sequence",
             "kind",
             "actor",
             "from_state",
@@ -254,7 +266,7 @@ class EventSerializer(NullForBlank):
 
 
 class ExtendSerializer(StrictSerializer):
-    budgets = serializers.DictField(child=serializers.FloatField(), required=False, default=dict)
+    budgets = serializers.DictField(child=BudgetLimit(), required=False, default=dict)
     note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
 
 
