@@ -236,3 +236,14 @@ class ProviderAdapter(Protocol):
     ) -> list[Any]:
         """Return ``conversation`` plus one result per call, shaped as the provider wants."""
         ...
+
+    def for_history(self, reply: ParsedReply, renames: Mapping[str, str]) -> ParsedReply:
+        """Return ``reply`` as it goes into the history: the calls whose IDs are keys of
+        ``renames`` carry the new IDs (in its calls and its assistant items), and no call shows
+        arguments or a name the provider would refuse (see ``history_name``)."""
+        ...
+
+    def history_name(self, name: str) -> str:
+        """The tool name a call shows in the history (and its result carries): ``name`` when
+        the provider's name rule accepts it, else a stand-in it accepts."""
+        ...

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Subquery
 
 from providers.base import ToolResultMessage
+from providers.families import get_adapter
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.binding import Binding, canonical_json, digest, request_digest
@@ -208,6 +209,9 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
     if not calls:
         raise ValueError(f"{operation.public_id} has no call set to return")
     turn = calls[0].turn
+    # The name a call shows in the history (a stand-in for one the provider would refuse),
+    # so results paired by name still pair.
+    history_name = get_adapter(operation.family).history_name
     results = []
     for call in calls:
         if call.state not in CALL_FINISHED or call.model_result is None:
@@ -216,7 +220,7 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
         results.append(
             ToolResultMessage(
                 call_id=call.provider_call_id,
-                name=call.tool_name,
+                name=history_name(call.tool_name),
                 model_result=call.model_result,
                 is_error=is_error(call.model_result),
                 synthesized=call.provider_call_id_synthesized,
