@@ -161,7 +161,10 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
     operation.wake_at = None
     step.change(operation, "conversation", "turn_attempts", "wake_at")
     if operation.state != OperationState.MODEL_REQUESTED:
-        details = {"turn": operation.turn_count}
+        details: dict[str, Any] = {"turn": operation.turn_count}
+        cut = {r.call_id: r.cut_from_bytes for r in results if r.cut_from_bytes is not None}
+        if cut:
+            details["results_cut"] = cut  # call ID: bytes before the request budget cut it
         operation_transition(
             step, to_state=OperationState.MODEL_REQUESTED, actor=ENGINE, details=details
         )
