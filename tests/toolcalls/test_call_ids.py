@@ -3,13 +3,17 @@ back answers each call exactly once, and the operation completes with the model 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from typing import Any
 
 import pytest
 
-from tests.engine import start_family
+from providers.families import ADAPTERS
+from tests.engine import bundled_replies, start_family
+from tests.replies import scripted
+from tests.toolcalls.test_history_hygiene import CALL_IN_REPLY
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import Operation
 from toolcalls.states import CallState, OperationState
@@ -160,3 +164,18 @@ def test_gemini_identical_replies_without_ids_complete(demo) -> None:
             if calls:
                 assert len(answers) == len(calls)
                 assert all("id" not in a["functionResponse"] for a in answers)
+
+
+@pytest.mark.parametrize("family", sorted(ADAPTERS))
+def test_every_family_answers_a_recurring_call_id_once_per_call(demo, family) -> None:
+    replies = scripted(bundled_replies("refund_approve", family))
+    again = copy.deepcopy(replies[0])
+    call, _, arguments_field = CALL_IN_REPLY[family](again["body"])
+    call[arguments_field] = {"order_id": "ORD-1002"}
+    if family in ("openai_chat", "openai_responses"):
+        call[arguments_field] = json.dumps(call[arguments_field])
+    operation = start_family(demo, family, [replies[0], again, replies[-1]])
+    assert operation.state == OperationState.COMPLETED, operation.terminal_reason
+    first, second = operation.calls.order_by("turn__index")
+    assert first.provider_call_id != second.provider_call_id
+    assert first.model_result and second.model_result
