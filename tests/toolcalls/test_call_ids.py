@@ -166,6 +166,17 @@ def test_gemini_identical_replies_without_ids_complete(demo) -> None:
                 assert all("id" not in a["functionResponse"] for a in answers)
 
 
+def test_chat_identical_replies_without_ids_complete(demo) -> None:
+    lookup = chat_reply(None, None, "get_order", ORDER)
+    replies = [lookup, lookup, *(chat_reply(None, None, name, args) for name, args in STEPS[1:])]
+    operation = start_family(demo, "openai_chat", [*replies, chat_final()])
+    assert_completed(operation, calls=4, rejected=1)
+    assert operation.calls.get(turn__index=1).error_code == "NO_PROGRESS"
+    body = operation.turns.get(index=4).request_body
+    answers = [m for m in body["messages"] if m["role"] == "tool"]
+    assert len(answers) == 4 and all("tool_call_id" not in m for m in answers)
+
+
 @pytest.mark.parametrize("family", sorted(ADAPTERS))
 def test_every_family_answers_a_recurring_call_id_once_per_call(demo, family) -> None:
     replies = scripted(bundled_replies("refund_approve", family))
