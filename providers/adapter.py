@@ -11,14 +11,16 @@ module).
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from providers.base import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     Outcome,
     ParsedReply,
+    ProposedCall,
     StreamAssembler,
     ToolDeclaration,
     ToolResultMessage,
@@ -104,6 +106,37 @@ def malformed(
     )
 
 
+#: A tool name every family's name rule accepts, shown in the history in place of one the
+#: provider's rule would refuse (the result names the tool the model asked for).
+STAND_IN_NAME = "invalid_tool_name"
+
+
+@dataclass(frozen=True)
+class CallEdit:
+    """How one call appears in the history when it cannot appear as it came: ``call_id`` a new
+    ID (for an ID the provider sent), ``name`` a name the provider accepts, and
+    ``empty_arguments`` an empty object in place of arguments that are not one JSON object."""
+
+    call_id: str | None = None
+    name: str | None = None
+    empty_arguments: bool = False
+
+    def apply(
+        self, entry: Mapping[str, Any], *, id_field: str, arguments_field: str, empty: Any
+    ) -> dict[str, Any]:
+        """``entry`` (a call's object in the provider's items) with this edit made: the ID in
+        ``id_field``, the name in ``name``, ``empty`` (``{}`` or ``"{}"``) in
+        ``arguments_field``; every other field as it came."""
+        edited = dict(entry)
+        if self.call_id is not None:
+            edited[id_field] = self.call_id
+        if self.name is not None:
+            edited["name"] = self.name
+        if self.empty_arguments:
+            edited[arguments_field] = empty
+        return edited
+
+
 class FamilyAdapter(abc.ABC):
     """The skeleton of a :class:`providers.base.ProviderAdapter`.
 
@@ -118,6 +151,8 @@ class FamilyAdapter(abc.ABC):
     #: Fields of the HTTP error body's ``error`` object naming the failure, in order of
     #: preference (see :func:`error_reason`).
     error_reason_fields: tuple[str, ...]
+    #: The provider's rule for tool names (a call's name in the history must match it).
+    name_pattern: re.Pattern[str]
 
     @abc.abstractmethod
     def start_conversation(self, *, user_input: str) -> list[Any]:
@@ -146,6 +181,41 @@ class FamilyAdapter(abc.ABC):
     def append_reply(self, *, conversation: Sequence[Any], reply: ParsedReply) -> list[Any]:
         """``conversation`` extended with the assistant items of ``reply``, as they came."""
         return [*conversation, *reply.assistant_items]
+
+    def for_history(self, reply: ParsedReply, renames: Mapping[str, str]) -> ParsedReply:
+        """``reply`` as it goes into the history: each call whose ID is a key of ``renames``
+        carries the new ID (in its call and, for an ID the provider sent, in the assistant
+        items, so the result answers the ID its call shows); a call whose arguments are not
+        one JSON object shows ``{}`` there, and a name the provider's rule refuses
+        (``name_pattern``) shows :data:`STAND_IN_NAME`. The provider (or a gateway translating
+        the history to another provider) would otherwise refuse every later request; the
+        call's result says what was wrong with it."""
+        calls = tuple(replace(c, call_id=renames.get(c.call_id, c.call_id)) for c in reply.calls)
+        edits = [self._edit(call, renames) for call in reply.calls]
+        if not any(edits):
+            return replace(reply, calls=calls)
+        assistant_items = tuple(self.edit_calls(list(reply.assistant_items), edits))
+        return replace(reply, calls=calls, assistant_items=assistant_items)
+
+    def _edit(self, call: ProposedCall, renames: Mapping[str, str]) -> CallEdit | None:
+        call_id = None if call.synthesized else renames.get(call.call_id)
+        name = self.history_name(call.name)
+        edit = CallEdit(
+            call_id=call_id,
+            name=name if name != call.name else None,
+            empty_arguments=call.arguments_error,
+        )
+        return edit if edit != CallEdit() else None
+
+    def history_name(self, name: str) -> str:
+        """``name`` if the provider's name rule accepts it, else :data:`STAND_IN_NAME` (results
+        carry the same, so Gemini's pairing by name holds)."""
+        return name if self.name_pattern.fullmatch(name) else STAND_IN_NAME
+
+    @abc.abstractmethod
+    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
+        """Copies of ``assistant_items`` with ``edits[n]`` made to the n-th call (in the order
+        of :attr:`ParsedReply.calls`); ``None`` leaves a call as it came."""
 
     def parse_reply(
         self, reply: WireReply, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES

@@ -158,7 +158,8 @@ class ToolResultMessage:
 
     ``is_error`` marks an error envelope (Anthropic sends it as ``is_error``). ``synthesized``
     says the call ID was made up by the adapter, so it must not be sent as if the provider had
-    issued it (Gemini results then match by name and order).
+    issued it (Gemini results then match by name and order). ``cut_from_bytes``: the size of
+    the call's result before it was cut to fit the request's size budget (``None``: sent whole).
     """
 
     call_id: str
@@ -166,6 +167,7 @@ class ToolResultMessage:
     model_result: Mapping[str, Any]
     is_error: bool
     synthesized: bool = False
+    cut_from_bytes: int | None = None
 
 
 #: Default byte limit (UTF-8) on the argument text of one streamed call: 1 MiB.
@@ -235,4 +237,15 @@ class ProviderAdapter(Protocol):
         self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
     ) -> list[Any]:
         """Return ``conversation`` plus one result per call, shaped as the provider wants."""
+        ...
+
+    def for_history(self, reply: ParsedReply, renames: Mapping[str, str]) -> ParsedReply:
+        """Return ``reply`` as it goes into the history: the calls whose IDs are keys of
+        ``renames`` carry the new IDs (in its calls and its assistant items), and no call shows
+        arguments or a name the provider would refuse (see ``history_name``)."""
+        ...
+
+    def history_name(self, name: str) -> str:
+        """The tool name a call shows in the history (and its result carries): ``name`` when
+        the provider's name rule accepts it, else a stand-in it accepts."""
         ...

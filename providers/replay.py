@@ -126,8 +126,10 @@ class ReplayTransport:
 
     def _pairing_problem(self, request: Mapping[str, Any], turn: int) -> WireReply | None:
         for earlier in reversed(self._replies[:turn]):
+            # The reply as a client may put it into the history: a call it refused shows a
+            # valid name and arguments there (``for_history``); the provider sees only that.
             previous = [
-                self._adapter.parse_reply(WireReply.from_case(case))
+                self._adapter.for_history(self._adapter.parse_reply(WireReply.from_case(case)), {})
                 for case in _variants(earlier).values()
             ]
             if all(reply.outcome is Outcome.API_FAILURE for reply in previous):

@@ -38,6 +38,22 @@ def start(demo: Any, replies: list[dict[str, Any]], **overrides: Any) -> Operati
     return operation
 
 
+def start_family(demo: Any, family: str, replies: list[dict[str, Any]]) -> Operation:
+    """Start an operation in API ``family`` on ``replies``, for the demo customer."""
+    script = ReplayScript.objects.create(name="test", family=family, model="m", replies=replies)
+    operation = operation_start(
+        tenant=demo.tenant,
+        requested_by=get_user_model().objects.get(username="requester"),
+        subject_ref="cus_1001",
+        family=family,
+        model="m",
+        input_text="Please refund my order.",
+        replay_script=script,
+    )
+    operation.refresh_from_db()
+    return operation
+
+
 def operator() -> Any:
     return get_user_model().objects.get(username="operator")
 

@@ -226,6 +226,13 @@ CALLGATE_MODEL_PRICES = {
 CALLGATE_MAX_CALL_ATTEMPTS = env.int("CALLGATE_MAX_CALL_ATTEMPTS", default=3)
 # Result size limit per call (bytes of canonical JSON) unless the tool spec sets its own.
 CALLGATE_MAX_RESULT_BYTES = env.int("CALLGATE_MAX_RESULT_BYTES", default=64 * 1024)
+# Results of one model request together (bytes of canonical JSON); over it the largest results
+# are cut to marked previews. Per model (longest model-name prefix) from
+# CALLGATE_MODEL_REQUEST_RESULT_BYTES, e.g. "gpt-5.1=400000;gemini-2.5-flash=200000".
+CALLGATE_MAX_REQUEST_RESULT_BYTES = env.int("CALLGATE_MAX_REQUEST_RESULT_BYTES", default=256 * 1024)
+CALLGATE_MODEL_REQUEST_RESULT_BYTES = env.dict(
+    "CALLGATE_MODEL_REQUEST_RESULT_BYTES", cast={"value": int}, default={}
+)
 # Retryable provider failures (429, 5xx, overloaded) retried per operation before FAILED.
 CALLGATE_MODEL_MAX_RETRIES = env.int("CALLGATE_MODEL_MAX_RETRIES", default=3)
 CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)

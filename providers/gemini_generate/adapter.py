@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from providers.adapter import FamilyAdapter
+from providers.adapter import CallEdit, FamilyAdapter
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.gemini_generate.reply import REVISION, parse_response
 from providers.gemini_generate.stream import GenerateStream
@@ -26,6 +27,10 @@ class GeminiGenerateAdapter(FamilyAdapter):
     family = "gemini_generate"
     revision = REVISION
     error_reason_fields = ("status",)
+    #: ``FunctionDeclaration.name``: "Must be a-z, A-Z, 0-9, or contain underscores, colons,
+    #: dots, and dashes, with a maximum length of 64" (Gemini API reference); Vertex AI adds
+    #: "Must start with a letter or an underscore", which a gateway may apply.
+    name_pattern = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"role": "user", "parts": [{"text": user_input}]}]
@@ -69,6 +74,13 @@ class GeminiGenerateAdapter(FamilyAdapter):
         ordered = _in_call_order(results, _last_model_calls(conversation))
         parts = [{"functionResponse": _function_response(result)} for result in ordered]
         return [*conversation, {"role": "user", "parts": parts}]
+
+    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
+        queue = iter(edits)
+        return [
+            {**content, "parts": [_edited(part, queue) for part in items(content.get("parts"))]}
+            for content in items(assistant_items)
+        ]
 
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_response(body, max_argument_bytes)
@@ -117,3 +129,15 @@ def _function_response(result: ToolResultMessage) -> dict[str, Any]:
     if not result.synthesized:
         response = {"id": result.call_id, **response}
     return response
+
+
+def _edited(part: Mapping[str, Any], queue: Iterator[CallEdit | None]) -> Mapping[str, Any]:
+    """A ``functionCall`` part with the next edit made to its call; its ``thoughtSignature``
+    and every other field as they came."""
+    if "functionCall" not in part:
+        return part
+    edit = next(queue, None)
+    if edit is None:
+        return part
+    call = edit.apply(obj(part["functionCall"]), id_field="id", arguments_field="args", empty={})
+    return {**part, "functionCall": call}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from providers.base import ParsedReply, ProposedCall, WireReply
@@ -105,7 +106,26 @@ def _previous_reply_problem(
     responses = _responses_of(after)
     if len(responses) != len(sent_calls):
         return COUNT_MISMATCH
-    return _pairing_problem(previous.calls, responses)
+    return _pairing_problem(
+        _as_replayed(previous.calls, _calls_of(contents[turn_index])), responses
+    )
+
+
+def _as_replayed(
+    calls: Sequence[ProposedCall], replayed: Sequence[Mapping[str, Any]]
+) -> list[ProposedCall]:
+    """``calls`` as their replayed ``functionCall`` parts show them (same order, checked by
+    :func:`_call_keys`): the API keeps no state, so what pairs is what the request holds. A
+    client may give an issued call an ID of its own, as long as the call and its response
+    carry the same one; a made-up ID is never sent, so such a call stays ID-less."""
+    return [
+        replace(
+            call,
+            call_id=call.call_id if call.synthesized else text(part.get("id")) or call.call_id,
+            name=text(part.get("name")) or call.name,
+        )
+        for call, part in zip(calls, replayed, strict=True)
+    ]
 
 
 def _call_keys(calls: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from providers.base import ParsedReply, WireReply
-from providers.payload import text
+from providers.payload import obj, text
 from providers.rejections import (
     COUNT_MISMATCH,
     RESPONSE_NOT_AFTER_CALL,
@@ -85,6 +86,7 @@ def _pairing_problem(
     """Every call of ``previous`` answered exactly once, right after that reply's steps."""
     if not previous.calls:
         return None
+    previous = _as_replayed(steps, previous)
     end = max((p for p in _replayed(steps, previous) if p is not None), default=-1)
     if not _answered_once(results, previous, after=end):
         return COUNT_MISMATCH
@@ -125,12 +127,37 @@ def _answers(
 def _replayed(
     steps: list[tuple[int, Mapping[str, Any]]], previous: ParsedReply
 ) -> list[int | None]:
-    """Where each step of ``previous`` sits in the input (last verbatim copy), or ``None``."""
+    """Where each step of ``previous`` sits in the input (last verbatim copy, else the last copy
+    of a call under another ID), or ``None``."""
     found: list[int | None] = []
     for item in previous.assistant_items:
         matches = [i for i, step in steps if step == item]
+        matches = matches or [i for i, step in steps if _renamed_call(step, item)]
         found.append(matches[-1] if matches else None)
     return found
+
+
+def _renamed_call(step: Mapping[str, Any], item: Any) -> bool:
+    """``step`` replays the ``function_call`` step ``item`` under an ID of the client's own
+    (the API keeps no state, so what pairs is what the input holds); only used when no step
+    replays ``item`` unchanged."""
+    calls = step.get("type") == "function_call" and obj(item).get("type") == "function_call"
+    return calls and {**step, "id": None} == {**obj(item), "id": None}
+
+
+def _as_replayed(steps: list[tuple[int, Mapping[str, Any]]], previous: ParsedReply) -> ParsedReply:
+    """``previous`` with each issued call under the ID its replayed step carries."""
+    where = _replayed(steps, previous)
+    by_position = dict(steps)
+    renames: dict[str, str] = {}
+    for k, item in enumerate(previous.assistant_items):
+        old = text(obj(item).get("id")) if obj(item).get("type") == "function_call" else None
+        at = where[k]
+        new = text(by_position[at].get("id")) if old and at is not None else None
+        if old and new and new != old:
+            renames[old] = new
+    calls = tuple(replace(c, call_id=renames.get(c.call_id, c.call_id)) for c in previous.calls)
+    return replace(previous, calls=calls)
 
 
 def _missing_signature(

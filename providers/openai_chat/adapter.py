@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import FamilyAdapter
+from providers.adapter import CallEdit, FamilyAdapter
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.openai_chat.reply import REVISION, parse_completion
 from providers.openai_chat.stream import ChatStream
@@ -27,6 +28,9 @@ class OpenAIChatAdapter(FamilyAdapter):
     family = "openai_chat"
     revision = REVISION
     error_reason_fields = ("code", "type")
+    #: "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of
+    #: 64" (``FunctionDefinition.name``, OpenAI API reference).
+    name_pattern = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"role": "user", "content": user_input}]
@@ -68,6 +72,21 @@ class OpenAIChatAdapter(FamilyAdapter):
                 messages.append({"role": "tool", "name": result.name, "content": content})
         return [*conversation, *messages]
 
+    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
+        queue = iter(edits)
+        messages = []
+        for item in assistant_items:
+            message = dict(obj(item))
+            if items(message.get("tool_calls")):
+                message["tool_calls"] = [
+                    _edited(call, next(queue, None)) for call in items(message["tool_calls"])
+                ]
+            elif obj(message.get("function_call")):
+                legacy = _edited({"function": message["function_call"]}, next(queue, None))
+                message["function_call"] = legacy["function"]
+            messages.append(message)
+        return messages
+
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_completion(body)
 
@@ -87,3 +106,18 @@ def _answers_legacy_function_call(conversation: Sequence[Any]) -> bool:
         if message.get("role") == "assistant":
             return not items(message.get("tool_calls")) and bool(obj(message.get("function_call")))
     return False
+
+
+def _edited(call: Mapping[str, Any], edit: CallEdit | None) -> dict[str, Any]:
+    """A ``tool_calls`` entry with ``edit`` made: the ID on the entry, the name and argument
+    text on its ``function`` (or a custom tool's free-text ``input``)."""
+    if edit is None:
+        return dict(call)
+    kind = "function" if "function" in call else "custom"
+    field = "arguments" if kind == "function" else "input"
+    inner = edit.apply(obj(call.get(kind)), id_field="id", arguments_field=field, empty="{}")
+    inner.pop("id", None)
+    edited = {**call, kind: inner}
+    if edit.call_id is not None:
+        edited["id"] = edit.call_id
+    return edited

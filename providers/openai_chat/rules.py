@@ -141,13 +141,19 @@ def _answer(block: _Block, message: Mapping[str, Any], index: int) -> WireReply 
 def _unsent_calls(messages: Sequence[Any], previous: ParsedReply) -> WireReply | None:
     """Every call of ``previous`` must be in the request, on its last assistant message (whose
     answers :func:`_pairing_error` has already checked). A request that left the assistant
-    message out altogether leaves those calls unanswered."""
+    message out altogether leaves those calls unanswered. The API keeps no state between
+    requests, so a call is recognised by its place: the client may give a call an ID
+    of its own, as long as the call and its answer carry the same one."""
     if not previous.calls:
         return None
     last = next((obj(m) for m in reversed(messages) if obj(m).get("role") == "assistant"), None)
     slots = _slots(last) if last is not None else []
-    sent = {slot.call_id for slot in slots if slot.call_id is not None}
-    missing = [c.call_id for c in previous.calls if not c.synthesized and c.call_id not in sent]
+    sent = [slot.call_id is not None for slot in slots]
+    missing = [
+        c.call_id
+        for position, c in enumerate(previous.calls)
+        if not c.synthesized and sent[position : position + 1] != [True]
+    ]
     unnamed = sum(1 for slot in slots if slot.call_id is None)
     synthesized = [c.call_id for c in previous.calls if c.synthesized]
     missing += synthesized[unnamed:]

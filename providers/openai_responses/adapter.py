@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import FamilyAdapter
+from providers.adapter import CallEdit, FamilyAdapter
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.openai_responses.reply import REVISION, parse_response
 from providers.openai_responses.stream import ResponsesStream
+from providers.payload import obj
 
 
 class OpenAIResponsesAdapter(FamilyAdapter):
@@ -24,6 +26,9 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     family = "openai_responses"
     revision = REVISION
     error_reason_fields = ("code", "type")
+    #: "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of
+    #: 64" (``FunctionDefinition.name``, OpenAI API reference).
+    name_pattern = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"type": "message", "role": "user", "content": user_input}]
@@ -54,8 +59,21 @@ class OpenAIResponsesAdapter(FamilyAdapter):
         ]
         return [*conversation, *outputs]
 
+    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
+        queue = iter(edits)
+        return [
+            _edited(item, next(queue, None)) if obj(item).get("type") == "function_call" else item
+            for item in assistant_items
+        ]
+
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_response(body)
 
     def stream_assembler(self, *, max_argument_bytes: int) -> ResponsesStream:
         return ResponsesStream(max_argument_bytes)
+
+
+def _edited(item: Mapping[str, Any], edit: CallEdit | None) -> Mapping[str, Any]:
+    if edit is None:
+        return item
+    return edit.apply(item, id_field="call_id", arguments_field="arguments", empty="{}")

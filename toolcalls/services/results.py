@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.db.models import Subquery
 
 from providers.base import ToolResultMessage
+from providers.families import get_adapter
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.binding import Binding, canonical_json, digest, request_digest
@@ -189,7 +191,9 @@ def call_set_advance(step: Step, *, turn_id: int, actor: Actor, resume: bool = F
 
 
 def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
-    """The model-facing results of the operation's latest call set, after checking each binding.
+    """The model-facing results of the operation's latest call set, after checking each binding,
+    held to the request's size budget (:func:`request_budget`; the calls keep their whole
+    results).
 
     Raises :class:`BindingMismatch` when a stored digest differs from the one recomputed now, and
     ``ValueError`` when a call has no result (a set is only returned complete).
@@ -208,6 +212,9 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
     if not calls:
         raise ValueError(f"{operation.public_id} has no call set to return")
     turn = calls[0].turn
+    # The name a call shows in the history (a stand-in for one the provider would refuse),
+    # so results paired by name still pair.
+    history_name = get_adapter(operation.family).history_name
     results = []
     for call in calls:
         if call.state not in CALL_FINISHED or call.model_result is None:
@@ -216,13 +223,13 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
         results.append(
             ToolResultMessage(
                 call_id=call.provider_call_id,
-                name=call.tool_name,
+                name=history_name(call.tool_name),
                 model_result=call.model_result,
                 is_error=is_error(call.model_result),
                 synthesized=call.provider_call_id_synthesized,
             )
         )
-    return results
+    return request_budget(results, budget_bytes=request_result_budget(operation.model))
 
 
 def _verify(*, operation: Operation, turn: ModelTurn, call: ToolCall) -> None:
@@ -260,3 +267,63 @@ def success_envelope(spec: ToolSpec, data: Any) -> tuple[str, dict[str, Any], di
     preview = text.encode()[: max(limit // 2, 1)].decode(errors="ignore")
     marked = {"truncated": True, "original_bytes": size, "preview": preview}
     return CallState.SUCCEEDED, ok(marked), audit
+
+
+def request_result_budget(model: str) -> int:
+    """Bytes of results one request to ``model`` may carry: ``CALLGATE_MODEL_REQUEST_RESULT_BYTES``
+    for the longest model-name prefix it holds, else ``CALLGATE_MAX_REQUEST_RESULT_BYTES``."""
+    table = settings.CALLGATE_MODEL_REQUEST_RESULT_BYTES
+    matches = [prefix for prefix in table if model.startswith(prefix)]
+    if not matches:
+        return int(settings.CALLGATE_MAX_REQUEST_RESULT_BYTES)
+    return int(table[max(matches, key=len)])
+
+
+CUT_NOTE = (
+    "This result was cut to fit the size budget of one request; only its beginning is shown. "
+    "Ask for less (a narrower query, fewer items) if you need the rest."
+)
+
+
+def request_budget(
+    results: Sequence[ToolResultMessage], *, budget_bytes: int
+) -> list[ToolResultMessage]:
+    """``results`` held to ``budget_bytes`` (bytes of canonical JSON of the envelopes, summed).
+
+    Within the budget they go as they are. Over it, each result gets a fair share: results
+    smaller than their share go whole, and each larger one is cut to the share left (so the
+    largest are cut first, and most) into a marked preview (:func:`_cut`), with
+    ``cut_from_bytes`` set. Deterministic: the same results and budget give the same request.
+    A budget too small even for the markers leaves each cut result as its bare marker.
+    """
+    sizes = [len(canonical_json(result.model_result)) for result in results]
+    if sum(sizes) <= budget_bytes:
+        return list(results)
+    shares = dict.fromkeys(range(len(results)), 0)
+    left, order = budget_bytes, sorted(range(len(results)), key=lambda n: (sizes[n], n))
+    for rank, n in enumerate(order):
+        share = left // (len(order) - rank)
+        shares[n] = min(sizes[n], share)
+        left -= shares[n]
+    return [
+        result if sizes[n] <= shares[n] else _cut(result, sizes[n], shares[n])
+        for n, result in enumerate(results)
+    ]
+
+
+def _cut(result: ToolResultMessage, size: int, share: int) -> ToolResultMessage:
+    """``result`` as a marked preview of its canonical JSON within ``share`` bytes (an error
+    stays an error, its message the preview)."""
+    text = canonical_json(result.model_result).decode()
+    preview = text.encode()[:share].decode(errors="ignore")
+    while True:
+        if result.is_error:
+            code = str(result.model_result.get("error", {}).get("code", ErrorCode.TOOL_FAILED))
+            envelope = error(code, f"{CUT_NOTE} Original size: {size} bytes. {preview}")
+        else:
+            marker = {"truncated": True, "original_bytes": size, "note": CUT_NOTE}
+            envelope = ok({**marker, "preview": preview})
+        excess = len(canonical_json(envelope)) - share
+        if excess <= 0 or not preview:
+            return replace(result, model_result=envelope, cut_from_bytes=size)
+        preview = preview.encode()[: max(len(preview.encode()) - excess, 0)].decode(errors="ignore")

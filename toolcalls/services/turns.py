@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -28,7 +28,7 @@ from providers.transports import ModelTransport, OnEvent
 from toolcalls import faultpoints, registry
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
-from toolcalls.models import ModelTurn
+from toolcalls.models import ModelTurn, ToolCall
 from toolcalls.services.connections import connections_check
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
@@ -161,7 +161,10 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
     operation.wake_at = None
     step.change(operation, "conversation", "turn_attempts", "wake_at")
     if operation.state != OperationState.MODEL_REQUESTED:
-        details = {"turn": operation.turn_count}
+        details: dict[str, Any] = {"turn": operation.turn_count}
+        cut = {r.call_id: r.cut_from_bytes for r in results if r.cut_from_bytes is not None}
+        if cut:
+            details["results_cut"] = cut  # call ID: bytes before the request budget cut it
         operation_transition(
             step, to_state=OperationState.MODEL_REQUESTED, actor=ENGINE, details=details
         )
@@ -408,8 +411,49 @@ def _proposals(step: Step, turn: ModelTurn, parsed: ParsedReply, move: Move) -> 
         # unambiguously, so nothing in it may run.
         move(OperationState.FAILED, "MALFORMED_REPLY: the reply repeats a call ID")
         return
+    renames = _recurring(step, turn, parsed)
+    parsed = get_adapter(step.operation.family).for_history(parsed, renames)
     _continue(step, parsed)
     # VALIDATING lasts only as long as this transaction: the row is saved once, at the end of
-    # the step, in the state dispatch settles the call set in.
-    move(OperationState.VALIDATING, calls=len(parsed.calls))
+    # the step, in the state dispatch settles the call set in. The audit keeps what was renamed.
+    renamed = {"renamed_call_ids": renames} if renames else {}
+    move(OperationState.VALIDATING, calls=len(parsed.calls), **renamed)
     call_set_dispatch(step, turn=turn, calls=parsed.calls)
+
+
+def _recurring(step: Step, turn: ModelTurn, parsed: ParsedReply) -> dict[str, str]:
+    """New IDs for the calls of ``parsed`` whose ID an earlier call of the operation already
+    has (:func:`recurring_call_renames`); the adapter puts them in the calls and in the history
+    alike (``for_history``), so each result answers the ID its call carries on the wire.
+
+    Some models number their calls per reply (``call_0`` every turn), and Gemini may send the
+    same ID-less reply twice (the same derived IDs): a call must stay addressable on its own,
+    and a request may not hold two results for one ID, so the recurrence is renamed before the
+    reply is stored or anything runs.
+    """
+    call_ids = [call.call_id for call in parsed.calls]
+    taken = set(
+        ToolCall.objects.filter(operation=step.operation).values_list("provider_call_id", flat=True)
+    )
+    return recurring_call_renames(call_ids=call_ids, taken=taken, turn=turn.index)
+
+
+def recurring_call_renames(
+    *, call_ids: Sequence[str], taken: Set[str], turn: int
+) -> dict[str, str]:
+    """``{old: new}`` for each of ``call_ids`` already in ``taken``: the new ID is
+    ``cg<turn>_<old>`` (``_2``, ``_3``… appended while that is taken too). Deterministic, so the
+    same reply at the same turn is always renamed alike; the old ID ends the new one, where a
+    positional match reads it (Gemini's derived IDs end in the part position)."""
+    used = set(taken) | set(call_ids)
+    renames: dict[str, str] = {}
+    for old in call_ids:
+        if old not in taken:
+            continue
+        new = base = storable(f"cg{turn}_{old}")
+        suffix = 2
+        while new in used:
+            new, suffix = f"{base}_{suffix}", suffix + 1
+        used.add(new)
+        renames[old] = new
+    return renames
