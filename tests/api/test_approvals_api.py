@@ -31,8 +31,8 @@ S = OperationState
 APPROVAL_FIELDS = {
     "id", "state", "superseded", "operation", "call", "provider_call_id", "tool", "risk",
     "arguments", "arguments_sha256", "original_arguments", "amount_cents", "reason",
-    "schema_version", "policy_revision", "requested_by", "created_at", "expires_at", "decided_by", "decided_at",
-    "decision_reason",
+    "schema_version", "policy_revision", "requested_by", "created_at", "expires_at", "decided_by",
+    "decided_at", "decision_reason",
 }  # fmt: skip
 
 
