@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import InterfaceError, OperationalError
 
 from providers.families import get_adapter
 from tests.engine import call_set
@@ -54,3 +55,23 @@ def test_a_result_the_adapter_cannot_shape_fails_the_operation_unloadable(
     )
     assert operation.turn_attempts == 0  # nothing was claimed
     assert operation.events.filter(kind="operation.transition", to_state=S.FAILED).exists()
+
+
+@pytest.mark.parametrize("error", [OperationalError, InterfaceError])
+def test_a_database_error_while_loading_results_is_not_taken_for_an_unloadable_result(
+    error: type[Exception], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [call] = call_set(
+        CallState.SUCCEEDED, operation_state=S.RESULTS_READY, model_result={"ok": True}
+    )
+
+    def lost(*, operation: Any) -> list[Any]:
+        raise error("server closed the connection")
+
+    monkeypatch.setattr(turns, "call_set_results", lost)
+    with pytest.raises(error):
+        turns.turn_run(operation_pk=call.operation_id)
+
+    operation = call.operation
+    operation.refresh_from_db()
+    assert (operation.state, operation.terminal_reason) == (S.RESULTS_READY, "")

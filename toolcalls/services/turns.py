@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, Error, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -126,8 +126,8 @@ def _results_appended(step: Step) -> list[ToolResultMessage] | None:
         details = {"call": exc.call.public_id, "fields": exc.fields}
         _fail_results(step, f"BINDING_MISMATCH: {exc}", details)
         return None
-    except DatabaseError:
-        raise  # the transaction is lost, not the results: the claim is tried again
+    except Error:
+        raise  # the database failed, not the results (PEP 249): the claim is tried again
     except Exception as exc:
         # A stored result that cannot be read or shaped fails every claim the same way: the
         # operation would stay RESULTS_READY for ever, so it fails now, with what went wrong.
