@@ -18,11 +18,7 @@ from toolcalls.demo.models import RefundDraft
 from toolcalls.services import connections, execution, turns
 from toolcalls.states import CallState, OperationState
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("eager_tasks"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
 S = OperationState
 DRAFT = r.call(
