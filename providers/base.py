@@ -118,7 +118,9 @@ class ParsedReply:
     or failed reply can reach a tool. ``assistant_items`` are the provider-native items to append
     to the conversation if it continues from this reply (reasoning items, thinking blocks,
     signatures included). ``retryable`` and ``retry_after_s`` (seconds) are set for API_FAILURE
-    only.
+    only. ``malformed_call`` is set for MALFORMED only: the model wrote a tool call that could
+    not be formed (Gemini's ``MALFORMED_FUNCTION_CALL`` finish, a call without a name), a
+    sampling fault the same request may not repeat.
     """
 
     outcome: Outcome
@@ -132,6 +134,7 @@ class ParsedReply:
     retryable: bool | None = None
     retry_after_s: float | None = None
     error_message: str | None = None
+    malformed_call: bool = False
 
 
 @dataclass(frozen=True)

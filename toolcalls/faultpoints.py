@@ -6,8 +6,11 @@ the worker under test, e.g. ``CALLGATE_FAULT_POINTS='{"call.before_record": "pau
 - ``pause``: write ``<CALLGATE_FAULT_DIR>/<point>.<pid>.reached`` and sleep until killed, so the
   test can SIGKILL (or SIGTERM) the process exactly there;
 - ``crash``: write the marker and exit at once (``os._exit``), as an OOM kill would;
-- ``pause_once`` / ``crash_once``: only the first process to reach the point acts (an atomic
-  ``<point>.fired`` file decides), so the work can then be recovered by another worker.
+- ``hold``: write the marker and wait until the test creates ``<point>.release``, then go on
+  (the test changes the world under a live worker, e.g. terminates its database connection);
+- ``pause_once`` / ``crash_once`` / ``hold_once``: only the first process to reach the point
+  acts (an atomic ``<point>.fired`` file decides), so the work can then be recovered by another
+  worker.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-ACTIONS = ("pause", "crash", "pause_once", "crash_once")
+ACTIONS = ("pause", "crash", "hold", "pause_once", "crash_once", "hold_once")
 
 
 def reach(point: str) -> None:
@@ -35,5 +38,9 @@ def reach(point: str) -> None:
     (folder / f"{point}.{os.getpid()}.reached").touch()
     if action.startswith("crash"):
         os._exit(137)
+    if action.startswith("hold"):
+        while not (folder / f"{point}.release").exists():
+            time.sleep(0.05)
+        return
     while True:  # paused: the test kills this process
         time.sleep(1)

@@ -239,6 +239,12 @@ CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
 CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
 # A provider asking to wait longer than this (seconds, retry-after) fails the operation instead.
 CALLGATE_RETRY_AFTER_MAX_S = env.int("CALLGATE_RETRY_AFTER_MAX_S", default=120)
+# Replies ended as a malformed tool call (Gemini MALFORMED_FUNCTION_CALL) asked for again, in a
+# row, before the operation fails MALFORMED_REPLY.
+CALLGATE_MALFORMED_CALL_RETRIES = env.int("CALLGATE_MALFORMED_CALL_RETRIES", default=2)
+# Retries of a record (a turn, a call's result) the database failed for a passing reason: the
+# connection lost, a serialization failure, a deadlock. Backoff from CALLGATE_RETRY_BASE_MS.
+CALLGATE_DB_RETRIES = env.int("CALLGATE_DB_RETRIES", default=3)
 # Claims of one model request that may go unrecorded (a worker dying each time) before FAILED.
 CALLGATE_MAX_TURN_ATTEMPTS = env.int("CALLGATE_MAX_TURN_ATTEMPTS", default=3)
 # Recovery sweep: runnable work untouched for this long (seconds) is handed out again.

@@ -333,6 +333,10 @@ class Workers:
         )
         return int(found[0])
 
+    def release(self, point: str) -> None:
+        """Let the processes holding at fault point ``point`` (``hold``) go on."""
+        (self.fault_dir / f"{point}.release").touch()
+
     def crashes(self) -> int:
         """Processes that died at a ``crash`` fault point (each is an injected fault)."""
         points = {

@@ -127,6 +127,29 @@ def test_a_connection_terminated_mid_transaction_leaves_nothing_half_written(
         ]
 
 
+@pytest.mark.parametrize("point", ["turn.in_record", "call.in_record"])
+def test_a_connection_terminated_before_the_record_commits_is_retried_by_the_same_worker(
+    point: str, demo: object, fault: FaultRun
+) -> None:
+    order = order_id(5)
+    fault.workers.start(faults={point: "hold_once"})
+    operation = start_payment(demo, order)
+    fault.workers.wait_marker(point)
+    _terminate(fault)  # the commit that follows fails: the connection is gone
+    fault.workers.release(point)
+    [operation] = fault.drive([operation])
+
+    assert operation.state == S.COMPLETED, operation.terminal_reason
+    assert list(operation.turns.values_list("index", flat=True)) == [0, 1]
+    call = operation.calls.get()
+    # The worker recorded its own turn and result again on a new connection: no lost run, no
+    # reconciliation, nothing handed out again by the recovery sweep, one payment.
+    assert call.state == C.SUCCEEDED and claims(call) == 1, call_path(call)
+    assert (C.EXECUTING, C.UNKNOWN_OUTCOME) not in call_path(call)
+    assert recovered([operation]) == 0
+    assert len(fault.payments.effects(order)) == 1
+
+
 def test_a_warm_shutdown_under_load_finishes_what_it_runs(demo: object, fault: FaultRun) -> None:
     fault.payments.slow_down(300)
     first = fault.workers.start(2, pool="prefork", concurrency=2)

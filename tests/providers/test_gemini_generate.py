@@ -634,3 +634,15 @@ def test_bundled_scenario_replays_with_synthesized_ids(
         conversation = ADAPTER.append_results(conversation=conversation, results=results)
     assert seen == outcomes
     assert proposed == calls
+
+
+def test_a_malformed_function_call_is_marked_so_the_engine_may_ask_again() -> None:
+    """MALFORMED_FUNCTION_CALL (the model wrote a call it could not form) and a functionCall
+    part without a name are malformed calls; the other unusable endings are not."""
+    assert parse(body(finish="MALFORMED_FUNCTION_CALL")).malformed_call is True
+    assert parse(body(fcall(""), finish="STOP")).malformed_call is True
+    for reason in ("UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE", "OTHER", "SOMETHING_NEW"):
+        parsed = parse(body({"text": "partial"}, finish=reason))
+        assert (parsed.outcome, parsed.malformed_call) == (Outcome.MALFORMED, False), reason
+    assert parse(body(finish="STOP")).malformed_call is False
+    assert parse(body({"text": "Hi."})).malformed_call is False

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +23,7 @@ from toolcalls.actors import WORKER
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
-from toolcalls.services.connections import connections_check
+from toolcalls.services.connections import record_retrying
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.idempotency import key_reserve, key_settle
@@ -73,7 +74,11 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
     faultpoints.reach("call.after_claim")
     outcome = _run(claim)
     faultpoints.reach("call.before_record")
-    _record(claim, outcome)
+    # A permanent error, or a database out of reach for longer, leaves the call EXECUTING under
+    # its lease: recovery settles it as a lost run once the lease runs out.
+    record_retrying(
+        partial(_record, claim, outcome), what=f"{claim.context.operation_id} {claim.spec.name}"
+    )
 
 
 def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
@@ -141,7 +146,6 @@ def _run(claim: Claim) -> HandlerOutcome:
 
 
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
-    connections_check()
     with call_step(claim.call_pk) as step:
         call = step.call
         if call.state != CallState.EXECUTING or not lease_held(call, claim.lease_token):

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, Error, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,8 +28,8 @@ from providers.transports import ModelTransport, OnEvent
 from toolcalls import faultpoints, registry
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
-from toolcalls.models import ModelTurn, ToolCall
-from toolcalls.services.connections import connections_check
+from toolcalls.models import ModelTurn, Operation, ToolCall
+from toolcalls.services.connections import record_retrying, transient
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.escalations import operation_escalate
@@ -75,12 +75,15 @@ def turn_run(*, operation_pk: int) -> None:
     reply, parsed = _request(claim)
     latency_ms = int((time.monotonic() - started) * 1000)
     faultpoints.reach("turn.before_record")
-    connections_check()
     try:
-        _record(claim, reply, parsed, latency_ms)
+        record_retrying(partial(_record, claim, reply, parsed, latency_ms), what=claim.operation_id)
     except DatabaseError as exc:
-        # The reply cannot be stored as it is (the database refused it): it is a permanent
-        # property of this reply, so the operation fails instead of retrying it forever.
+        if transient(exc):
+            # The database stayed out of reach: the claim stands, its lease runs out and the
+            # recovery sweep hands the turn out again (the poison-turn cut-off bounds that).
+            raise
+        # The database refused the reply as it is: a permanent property of this reply, so the
+        # operation fails instead of retrying it forever.
         _fail_unstorable(claim, exc)
 
 
@@ -111,26 +114,33 @@ _CLAIM_RELATED = ("tenant", "replay_script")
 
 def _results_appended(step: Step) -> list[ToolResultMessage] | None:
     """The finished call set's results, appended to the conversation when the operation is
-    RESULTS_READY (else none); ``None`` when a binding mismatch failed the operation."""
+    RESULTS_READY (else none); ``None`` when they could not be and the operation failed."""
     operation = step.operation
     if operation.state != OperationState.RESULTS_READY:
         return []
     try:
         results = call_set_results(operation=operation)
+        adapter = get_adapter(operation.family)
+        conversation = adapter.append_results(conversation=operation.conversation, results=results)
     except BindingMismatch as exc:
-        operation_transition(
-            step,
-            to_state=OperationState.FAILED,
-            actor=ENGINE,
-            reason=f"BINDING_MISMATCH: {exc}",
-            details={"call": exc.call.public_id, "fields": exc.fields},
-        )
+        details = {"call": exc.call.public_id, "fields": exc.fields}
+        _fail_results(step, f"BINDING_MISMATCH: {exc}", details)
         return None
-    adapter = get_adapter(operation.family)
-    operation.conversation = adapter.append_results(
-        conversation=operation.conversation, results=results
-    )
+    except Error:
+        raise  # the database failed, not the results (PEP 249): the claim is tried again
+    except Exception as exc:
+        # A stored result that cannot be read or shaped fails every claim the same way: the
+        # operation would stay RESULTS_READY for ever, so it fails now, with what went wrong.
+        _fail_results(step, f"UNLOADABLE_RESULT: {type(exc).__name__}: {exc}"[:500], {})
+        return None
+    operation.conversation = conversation
     return results
+
+
+def _fail_results(step: Step, reason: str, details: Mapping[str, Any]) -> None:
+    operation_transition(
+        step, to_state=OperationState.FAILED, actor=ENGINE, reason=reason, details=details
+    )
 
 
 def _poisoned(step: Step) -> bool:
@@ -342,8 +352,7 @@ def _advance(step: Step, turn: ModelTurn, parsed: ParsedReply) -> None:
             step.change(operation, "final_text")
         move(state, reason.format(parsed.raw_reason))
     elif outcome is Outcome.MALFORMED:
-        problem = parsed.error_message or "a reply with neither usable text nor a tool call"
-        move(OperationState.FAILED, f"MALFORMED_REPLY: {problem} ({parsed.raw_reason})")
+        _malformed(step, parsed, move)
     elif outcome is Outcome.PAUSED:
         _continue(step, parsed)
         move(OperationState.MODEL_REQUESTED)
@@ -372,6 +381,32 @@ def _continue(step: Step, parsed: ParsedReply) -> None:
     conversation = adapter.append_reply(conversation=operation.conversation, reply=parsed)
     operation.conversation = storable(conversation)
     step.change(operation, "conversation")
+
+
+def _malformed(step: Step, parsed: ParsedReply, move: Move) -> None:
+    """A malformed call is asked for again, the same request, while
+    ``CALLGATE_MALFORMED_CALL_RETRIES`` allows; any other malformed reply fails at once."""
+    operation = step.operation
+    retry = _malformed_streak(operation) if parsed.malformed_call else 0
+    if 0 < retry <= settings.CALLGATE_MALFORMED_CALL_RETRIES:
+        move(OperationState.MODEL_REQUESTED, malformed_retry=retry, error=parsed.error_message)
+        enqueue_turn(step, operation_pk=operation.pk)
+        return
+    problem = parsed.error_message or "a reply with neither usable text nor a tool call"
+    move(OperationState.FAILED, f"MALFORMED_REPLY: {problem} ({parsed.raw_reason})")
+
+
+def _malformed_streak(operation: Operation) -> int:
+    """Malformed turns since the last usable reply, the one just recorded included. A failed
+    request in between does not end the streak: each turn type keeps its own bound. Only a
+    malformed call is ever retried, so every earlier malformed turn of a streak was one."""
+    streak = 0
+    for outcome in operation.turns.order_by("-index").values_list("outcome", flat=True):
+        if outcome == Outcome.MALFORMED:
+            streak += 1
+        elif outcome != Outcome.API_FAILURE:
+            break
+    return streak
 
 
 def _api_failure(step: Step, parsed: ParsedReply, move: Move) -> None:
