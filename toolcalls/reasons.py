@@ -31,6 +31,7 @@ REASON_CODES = frozenset(
         "BINDING_MISMATCH",
         "POISON_TURN",
         "UNSTORABLE_REPLY",
+        "UNLOADABLE_RESULT",
         "NO_CREDENTIALS",
         "API_FAILURE",
         # Ended by a person or a service.
