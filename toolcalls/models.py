@@ -113,7 +113,11 @@ class Operation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        permissions = [("resolve_operation", "Can extend, stop or resolve escalated operations")]
+        permissions = [
+            ("resolve_operation", "Can extend, stop or resolve escalated operations"),
+            ("use_write_tools", "Can have write tools run for their operations"),
+            ("use_irreversible_tools", "Can have irreversible tools run for their operations"),
+        ]
         constraints = [_state_check("operation", OperationState)]
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
