@@ -202,6 +202,12 @@ class ToolCall(models.Model):
     protected_audit = models.JSONField(null=True, blank=True)
     result_sha256 = models.CharField(max_length=64, blank=True)
     binding_sha256 = models.CharField(max_length=64, blank=True)
+    # The revisions the result is bound to, stored when the call settles: a deploy while its
+    # call set waits (a sibling parked for a human) does not unbind a result that already ran.
+    tool_revisions = models.JSONField(
+        null=True, blank=True, help_text="Tool revisions and schema version when it settled."
+    )
+    policy_revision = models.CharField(max_length=80, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
