@@ -15,7 +15,7 @@ from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.envelopes import ok
-from toolcalls.models import Operation
+from toolcalls.models import Operation, ToolCall
 from toolcalls.policy import above_threshold
 from toolcalls.services.results import call_finish, call_set_results
 from toolcalls.services.unit import call_step
@@ -91,20 +91,21 @@ def test_a_deploy_during_a_parked_batch_makes_only_the_parked_call_stale(
     assert LedgerEntry.objects.filter(order__order_id="ORD-1002").count() == 1
 
 
+def _settled() -> ToolCall:
+    """A ``get_order`` call of a new operation, settled under today's registry."""
+    [call] = call_set(CallState.EXECUTING)
+    with call_step(call.pk) as step:
+        result = ok({"order": "ORD-1001"})
+        actor = Actor.system("test")
+        call_finish(step, step.call, to_state=CallState.SUCCEEDED, model_result=result, actor=actor)
+    return call
+
+
 @pytest.mark.django_db
 def test_a_settled_result_stays_bound_to_the_revisions_it_ran_under(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    [call] = call_set(CallState.EXECUTING)
-    with call_step(call.pk) as step:
-        result = ok({"order": "ORD-1001"})
-        call_finish(
-            step,
-            step.call,
-            to_state=CallState.SUCCEEDED,
-            model_result=result,
-            actor=Actor.system("test"),
-        )
+    call = _settled()
     _deploy(
         monkeypatch,
         "get_order",
@@ -117,3 +118,12 @@ def test_a_settled_result_stays_bound_to_the_revisions_it_ran_under(
     binding = (call.protected_audit or {})["binding"]
     assert binding["tool_revisions"]["schema"] == "get-order-v1"
     assert binding["tool_revisions"]["handler"] == "v1"
+
+
+@pytest.mark.django_db
+def test_a_result_settled_before_revisions_were_stored_still_verifies() -> None:
+    call = _settled()
+    # As a row written before the call kept its revisions: its digests came from the registry.
+    ToolCall.objects.filter(pk=call.pk).update(tool_revisions=None, policy_revision="")
+    [message] = call_set_results(operation=call.operation)
+    assert message.call_id == call.provider_call_id
