@@ -9,11 +9,12 @@ clock (``Now()``), at decision time and by the periodic sweep.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -21,7 +22,7 @@ from approvals.models import ApprovalRequest
 from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
 from toolcalls.actors import ENGINE, EXPIRY_SWEEP, Actor
 from toolcalls.diffs import arguments_diff
-from toolcalls.models import Tenant, ToolCall
+from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolSpec
 from toolcalls.services.approvals import (
     ApprovalError,
@@ -84,7 +85,7 @@ def approval_request_open(
         amount_cents=_amount(spec, call.arguments),
         requested_by_id=operation.requested_by_id,
         created_at=now,
-        expires_at=now + timedelta(seconds=settings.CALLGATE_APPROVAL_TTL_S),
+        expires_at=_expiry(now, operation),
     )
     step.audit(
         kind=AuditKind.APPROVAL_REQUESTED,
@@ -100,6 +101,26 @@ def approval_request_open(
         },
     )
     return approval
+
+
+def _expiry(now: datetime, operation: Operation) -> datetime:
+    """When an approval opened at ``now`` expires: ``CALLGATE_APPROVAL_TTL_S`` later, and never
+    after the operation's deadline (nothing may run after it)."""
+    expiry = now + timedelta(seconds=settings.CALLGATE_APPROVAL_TTL_S)
+    return min(expiry, operation.deadline_at) if operation.deadline_at else expiry
+
+
+def _decidable_until(approval: ApprovalRequest) -> datetime:
+    """Its expiry, or its operation's deadline when that is sooner (an approval opened before
+    the deadline bounded its expiry may outlive the deadline; the deadline still wins)."""
+    deadline = approval.operation.deadline_at
+    return min(approval.expires_at, deadline) if deadline else approval.expires_at
+
+
+def _expired(approval: ApprovalRequest) -> bool:
+    """Whether ``approval`` (locked by :func:`_locked`) is past :func:`_decidable_until` by
+    database time."""
+    return bool(approval.db_now >= _decidable_until(approval))  # type: ignore[attr-defined]
 
 
 def _amount(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> int | None:
@@ -160,15 +181,14 @@ def approval_decide(
         refusal = decision_refusal(approval=approval, user=actor)
         if refusal:
             raise refusal
-        expired = approval.db_now >= approval.expires_at  # type: ignore[attr-defined]
+        expired = _expired(approval)
         if expired:
             _expire(step, approval, actor=ENGINE)
         else:
             _decide(step, approval, actor, who, approve, reason, arguments)
     if expired:
-        raise ApprovalError(
-            "expired", f"This approval expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
-        )
+        expiry = _decidable_until(approval)
+        raise ApprovalError("expired", f"This approval expired at {expiry:%Y-%m-%d %H:%M:%S} UTC.")
     return approval
 
 
@@ -331,13 +351,17 @@ def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
 
 
 def approvals_expire_due() -> int:
-    """Expire every PENDING approval past ``expires_at`` (database time); returns how many."""
-    due = ApprovalRequest.objects.filter(state=ApprovalState.PENDING, expires_at__lte=Now())
+    """Expire every PENDING approval past ``expires_at`` or its operation's deadline (database
+    time); returns how many."""
+    due = ApprovalRequest.objects.filter(
+        Q(expires_at__lte=Now()) | Q(operation__deadline_at__lte=Now()),
+        state=ApprovalState.PENDING,
+    )
     count = 0
     for approval_pk, call_pk in due.values_list("pk", "call_id"):
         with call_step(call_pk) as step:
             approval = _locked(step, approval_pk)
-            if approval.state == ApprovalState.PENDING and approval.db_now >= approval.expires_at:  # type: ignore[attr-defined]
+            if approval.state == ApprovalState.PENDING and _expired(approval):
                 _expire(step, approval, actor=EXPIRY_SWEEP)
                 count += 1
     return count

@@ -6,9 +6,10 @@ import datetime
 
 import factory
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 
 from approvals.models import ApprovalRequest
+from toolcalls.demo.models import Order
 from toolcalls.models import ModelTurn, Operation, Tenant, ToolCall
 
 
@@ -30,9 +31,23 @@ class TenantFactory(factory.django.DjangoModelFactory[Tenant]):
     name = factory.LazyAttribute(lambda o: o.slug.title())
 
 
+def _entitle(operation: Operation, *, create: bool, extracted: bool | None) -> None:
+    """The requester is a member of the tenant and may have every tool run (create with
+    ``entitled=False`` for a requester with neither)."""
+    if create and extracted is not False:
+        operation.tenant.members.add(operation.requested_by)
+        operation.requested_by.user_permissions.add(
+            *Permission.objects.filter(
+                content_type__app_label="toolcalls",
+                codename__in=["use_write_tools", "use_irreversible_tools"],
+            )
+        )
+
+
 class OperationFactory(factory.django.DjangoModelFactory[Operation]):
     class Meta:
         model = Operation
+        skip_postgeneration_save = True
 
     tenant = factory.SubFactory(TenantFactory)
     requested_by = factory.SubFactory(UserFactory)
@@ -41,6 +56,11 @@ class OperationFactory(factory.django.DjangoModelFactory[Operation]):
     model = "gpt-test"
     input_text = "Refund my order."
     tool_names = factory.LazyFunction(lambda: ["get_order", "create_refund_draft", "submit_refund"])
+    entitled = factory.PostGeneration(
+        lambda operation, create, extracted, **_: _entitle(
+            operation, create=create, extracted=extracted
+        )
+    )
 
 
 class ModelTurnFactory(factory.django.DjangoModelFactory[ModelTurn]):
@@ -89,3 +109,16 @@ class ApprovalRequestFactory(factory.django.DjangoModelFactory[ApprovalRequest])
     requested_by = factory.SelfAttribute("call.operation.requested_by")
     created_at = factory.LazyFunction(lambda: datetime.datetime.now(datetime.UTC))
     expires_at = factory.LazyAttribute(lambda o: o.created_at + datetime.timedelta(hours=1))
+
+
+class OrderFactory(factory.django.DjangoModelFactory[Order]):
+    """A demo shop order; the refund tools authorize only the operation's customer's orders."""
+
+    class Meta:
+        model = Order
+
+    tenant_ref = "acme"
+    order_id = "ORD-1001"
+    customer_ref = "cus_1001"
+    description = "Noise-cancelling headphones"
+    total_cents = 12999

@@ -113,7 +113,11 @@ class Operation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        permissions = [("resolve_operation", "Can extend, stop or resolve escalated operations")]
+        permissions = [
+            ("resolve_operation", "Can extend, stop or resolve escalated operations"),
+            ("use_write_tools", "Can have write tools run for their operations"),
+            ("use_irreversible_tools", "Can have irreversible tools run for their operations"),
+        ]
         constraints = [_state_check("operation", OperationState)]
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
@@ -198,6 +202,12 @@ class ToolCall(models.Model):
     protected_audit = models.JSONField(null=True, blank=True)
     result_sha256 = models.CharField(max_length=64, blank=True)
     binding_sha256 = models.CharField(max_length=64, blank=True)
+    # The revisions the result is bound to, stored when the call settles: a deploy while its
+    # call set waits (a sibling parked for a human) does not unbind a result that already ran.
+    tool_revisions = models.JSONField(
+        null=True, blank=True, help_text="Tool revisions and schema version when it settled."
+    )
+    policy_revision = models.CharField(max_length=80, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

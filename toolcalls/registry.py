@@ -21,6 +21,12 @@ from toolcalls.policy import ApprovalPolicy, never
 
 Risk = Literal["read", "write", "irreversible"]
 RISKS: tuple[Risk, ...] = ("read", "write", "irreversible")
+#: The permission (``app_label.codename``) a requester needs for a tool of each risk class to
+#: run for them; a read needs none beyond membership of the tenant.
+RISK_PERMISSIONS: Mapping[Risk, str] = {
+    "write": "toolcalls.use_write_tools",
+    "irreversible": "toolcalls.use_irreversible_tools",
+}
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,9 @@ class Reconciliation:
 Handler = Callable[[ToolContext, Mapping[str, Any]], Mapping[str, Any]]
 KeyFunction = Callable[[ToolContext, Mapping[str, Any]], str]
 Precondition = Callable[[ToolContext, Mapping[str, Any]], None]
+#: Returns why the operation's subject may not use what ``arguments`` name (a message for the
+#: model), or ``None``.
+Authorize = Callable[[ToolContext, Mapping[str, Any]], "str | None"]
 Reconciler = Callable[[ToolContext, str], Reconciliation]
 
 
@@ -80,6 +89,9 @@ class ToolSpec:
     - ``handler(ctx, arguments) -> data``: returns the JSON-serialisable result data or raises
       :class:`ToolError`.
     - ``idempotency_key(ctx, arguments) -> str``: the business intent; required for side effects.
+    - ``authorize(ctx, arguments) -> reason | None``: whether the operation's subject may use
+      the resource the arguments name (a refund's order is the customer's); checked before the
+      call is parked or run and again at resume. ``ctx`` names no call ID or key yet.
     - ``precondition(ctx, arguments)``: raises :class:`ToolError` when the call may no longer run
       (checked again at resume after approval).
     - ``reconcile(ctx, idempotency_key) -> Reconciliation``: asks the downstream system whether
@@ -103,6 +115,7 @@ class ToolSpec:
     timeout_ms: int
     handler: Handler
     idempotency_key: KeyFunction | None = None
+    authorize: Authorize | None = None
     precondition: Precondition | None = None
     reconcile: Reconciler | None = None
     preview: Handler | None = None

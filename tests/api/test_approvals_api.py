@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from approvals.states import ApprovalState
@@ -21,8 +23,10 @@ from tests.api.support import (
     keyed_client,
     post,
 )
+from tests.factories import UserFactory
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.services import DemoSeed
+from toolcalls.models import Tenant, ToolCall
 from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -233,3 +237,17 @@ def test_four_eyes_the_requesting_key_cannot_decide(
     assert get(requester, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
     assert _decide(operator, approval["id"], decision="approve").status_code == 200
     assert LedgerEntry.objects.count() == 1
+
+
+def test_a_key_revoked_while_its_refund_waits_has_nothing_run(operator: APIClient) -> None:
+    requester, key = keyed_client(Tenant.objects.get(slug="acme"), READ, WRITE, name="checkout")
+    operation_id, approval = _parked(requester)
+    admin = Client()
+    admin.force_login(UserFactory.create(username="root", is_staff=True, is_superuser=True))
+    changelist = reverse("admin:api_apikey_changelist")
+    assert admin.post(changelist, {"action": "revoke", "_selected_action": [key.pk]}).status_code
+    assert _decide(operator, approval["id"], decision="approve").status_code == 200
+    call = ToolCall.objects.get(operation__public_id=operation_id, tool_name="submit_refund")
+    assert (call.state, call.error_code) == ("REJECTED", "UNAUTHORIZED")
+    assert "no longer active" in (call.model_result or {})["error"]["message"]
+    assert not LedgerEntry.objects.exists()

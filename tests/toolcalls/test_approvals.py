@@ -12,6 +12,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from tests.engine import call_set
+from tests.factories import OrderFactory
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.models import ToolCall
@@ -43,6 +44,7 @@ def _call(state: str = CallState.WAITING_APPROVAL) -> ToolCall:
         arguments=REFUND,
         arguments_sha256=digest.sha256,
     )
+    OrderFactory.create(tenant_ref=call.operation.tenant.slug)
     return call
 
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRequest
 from providers.base import ProposedCall
-from tests.factories import ModelTurnFactory, OperationFactory
+from tests.factories import ModelTurnFactory, OperationFactory, OrderFactory
 from toolcalls.guards import budgets_for
 from toolcalls.models import Operation
 from toolcalls.services.audit_verify import audit_chain_verify
@@ -32,6 +32,7 @@ def _dispatch(calls: Sequence[ProposedCall], **budgets: int) -> Operation:
     operation = OperationFactory.create(
         state=OperationState.VALIDATING, budgets=budgets_for(budgets)
     )
+    OrderFactory.create(tenant_ref=operation.tenant.slug)
     turn = ModelTurnFactory.create(operation=operation, index=0)
     with operation_step(operation.pk) as step:
         assert step is not None

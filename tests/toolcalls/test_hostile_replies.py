@@ -140,8 +140,8 @@ def test_one_customers_stored_result_never_answers_another_customer(demo) -> Non
         [r.response(r.call("s2", "submit_refund", submit)), r.final()],
         subject_ref="cus_2002",
     )
-    call = other.calls.get()
-    assert (call.state, call.error_code) == (CallState.FAILED, "ORDER_NOT_FOUND")
+    call = other.calls.get()  # refused before anything runs: the order is not this customer's
+    assert (call.state, call.error_code) == (CallState.REJECTED, "UNAUTHORIZED")
     assert "RF-" not in json.dumps(call.model_result)
     assert LedgerEntry.objects.count() == 1
 

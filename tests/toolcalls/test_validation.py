@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.factories import OperationFactory, TenantFactory
+from tests.factories import OperationFactory, OrderFactory, TenantFactory
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.services.validation import Verdict, arguments_normalize, call_check
@@ -65,6 +65,7 @@ def test_an_inactive_tenant_may_not_use_tools() -> None:
 
 def test_the_policy_decides_last_whether_a_human_approves() -> None:
     operation = OperationFactory.create()
+    OrderFactory.create(tenant_ref=operation.tenant.slug)
     small = _check(
         operation, "submit_refund", {"order_id": "ORD-1001", "draft_id": "d", "amount_cents": 100}
     )

@@ -7,6 +7,7 @@ their hash is never shown. Remembered requests are written by services only and 
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -64,6 +65,8 @@ class ApiKeyAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         live = queryset.filter(revoked_at__isnull=True)
         keys = list(live)
         live.update(revoked_at=timezone.now())
+        # The key's service user is whom its operations run for: nothing more runs for them.
+        get_user_model().objects.filter(api_keys__in=keys).update(is_active=False)
         for key in keys:
             self.log_change(request, key, "Revoked.")
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)

@@ -25,9 +25,17 @@ from toolcalls.api.models import SCOPES, ApiKey
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
 
-#: Scopes that also need a Django permission on the service user (four-eyes and tenant
-#: checks in the services stay the same for people and services).
-_SCOPE_PERMISSIONS = {"approvals:decide": ("approvals", "decide_approvalrequest")}
+#: Scopes that also need Django permissions on the service user (four-eyes, tenant and
+#: tool-permission checks in the services stay the same for people and services). A key that
+#: starts operations may have every risk class of tool run for them; take a permission off its
+#: service user to narrow that.
+_SCOPE_PERMISSIONS = {
+    "approvals:decide": [("approvals", "decide_approvalrequest")],
+    "operations:write": [
+        ("toolcalls", "use_write_tools"),
+        ("toolcalls", "use_irreversible_tools"),
+    ],
+}
 _TOUCH_EVERY = timedelta(minutes=1)
 #: ``ApiKey.prefix``: ``secrets.token_hex(6)``.
 _PREFIX = re.compile(r"[0-9a-f]{12}")
@@ -62,8 +70,7 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
         user.save(update_fields=["password"])
         tenant.members.add(user)
         for scope in scopes:
-            if scope in _SCOPE_PERMISSIONS:
-                app_label, codename = _SCOPE_PERMISSIONS[scope]
+            for app_label, codename in _SCOPE_PERMISSIONS.get(scope, []):
                 user.user_permissions.add(
                     Permission.objects.get(content_type__app_label=app_label, codename=codename)
                 )

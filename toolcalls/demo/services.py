@@ -20,7 +20,7 @@ USERS = {
     "support": (["support"], "support-demo-pass"),
     # The requester is an operator too, so the console can show the four-eyes rule refusing
     # them their own request.
-    "requester": (["operators"], "requester-demo-pass"),
+    "requester": (["operators", "requesters"], "requester-demo-pass"),
 }
 
 ORDERS = [
@@ -38,6 +38,8 @@ _GROUP_PERMISSIONS = {
         "toolcalls.resolve_operation",
     ],
     "support": ["approvals.view_approvalrequest", "toolcalls.view_operation"],
+    # Who may have the refund tools (write, irreversible) run for their requests.
+    "requesters": ["toolcalls.use_write_tools", "toolcalls.use_irreversible_tools"],
 }
 
 

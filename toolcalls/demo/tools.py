@@ -2,7 +2,9 @@
 
 ``get_order`` (read) → ``create_refund_draft`` (write) → ``submit_refund`` (irreversible,
 approval above ``CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS``). Amounts are in cents. Every
-lookup is scoped to the operation's tenant and subject (the customer), never to model input.
+lookup is scoped to the operation's tenant and subject (the customer), never to model input;
+the refund tools' ``authorize`` hook refuses an order that is not the customer's before anything
+runs.
 
 Idempotency keys name the tenant and the customer (the subject) as well as the order: tenants
 number their orders and drafts alike (two tenants may both have ``ORD-1001`` and its draft
@@ -36,6 +38,15 @@ def _order(ctx: ToolContext, order_id: str, *, lock: bool = False) -> Order:
     if order is None:
         raise ToolError("ORDER_NOT_FOUND", f"No order {order_id} for this customer.")
     return order
+
+
+def refund_authorize(ctx: ToolContext, args: Mapping[str, Any]) -> str | None:
+    """A refund may touch only the customer's own orders (checked before the call runs, and
+    again at resume: an order moved to another customer meanwhile is no longer theirs)."""
+    orders = Order.objects.filter(tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref)
+    if orders.filter(order_id=args["order_id"]).exists():
+        return None
+    return f"No order {args['order_id']} for this customer."
 
 
 def get_order(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,6 +232,7 @@ register(
         risk="write",
         timeout_ms=1000,
         handler=create_refund_draft,
+        authorize=refund_authorize,
         reconcile=reconcile_draft,
         amount_field="amount_cents",
         idempotency_key=lambda ctx, a: (
@@ -249,6 +261,7 @@ register(
         risk="irreversible",
         timeout_ms=2000,
         handler=submit_refund,
+        authorize=refund_authorize,
         idempotency_key=lambda ctx, a: (
             f"refund:{ctx.tenant_ref}:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:"
             f"{a['draft_id']}"

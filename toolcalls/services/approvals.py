@@ -14,6 +14,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
+from django.utils import timezone
+
 from toolcalls import registry
 from toolcalls.actors import ENGINE, Actor
 from toolcalls.envelopes import ErrorCode, error
@@ -204,6 +206,9 @@ def _still_approved(
         return stale, "The approval for this call is no longer valid; it did not run."
     if terms.decided_at >= terms.expires_at:
         return ErrorCode.APPROVAL_EXPIRED, "The approval came after its expiry; it did not run."
+    if operation.deadline_at and timezone.now() >= operation.deadline_at:
+        message = "The task's deadline passed before this call could run; it did not run."
+        return ErrorCode.APPROVAL_EXPIRED, message
     arguments = arguments_normalize(
         arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
     )

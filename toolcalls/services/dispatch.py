@@ -36,7 +36,9 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
     earlier = dict(operation.calls_per_tool)  # calls per tool before this reply
     decided = [_proposed(operation, turn, position, call) for position, call in enumerate(calls)]
     rows = [row for row, _, _ in decided]
-    verdicts = [_guarded(operation, row, verdict, earlier) for row, verdict, _ in decided]
+    verdicts = _one_approval_per_intent(
+        rows, [_guarded(operation, row, verdict, earlier) for row, verdict, _ in decided]
+    )
     step.change(operation, "tool_call_count", "calls_per_tool", "guard_tripped")
     # The calls that will stay PROPOSED and fit the parallelism budget are handed to workers
     # by this insert (``queued_at``) rather than by an update after it; they are enqueued once
@@ -130,6 +132,29 @@ def _guarded(
         )
         return replace(verdict, error_code=ErrorCode.NO_PROGRESS, error_message=message)
     return verdict
+
+
+def _one_approval_per_intent(calls: list[ToolCall], verdicts: list[Verdict]) -> list[Verdict]:
+    """Identical calls (same tool, same canonical arguments) of one reply that need approval are
+    one intent: the first is parked and decided once; each later copy is answered at once with
+    ``DUPLICATE_CALL`` naming the first, so an operator never decides the same thing twice and
+    the effect runs at most once whatever the decision."""
+    first: dict[tuple[str, str], ToolCall] = {}
+    out = []
+    for call, verdict in zip(calls, verdicts, strict=True):
+        if verdict.rejected or verdict.approval_reason is None:
+            out.append(verdict)
+            continue
+        original = first.setdefault((call.tool_name, call.arguments_sha256), call)
+        if original is not call:
+            message = (
+                f"This call repeats call {original.provider_call_id} of the same reply exactly; it "
+                f"is decided and run once, as {original.provider_call_id}. Use that call's result."
+            )
+            code = ErrorCode.DUPLICATE_CALL
+            verdict = replace(verdict, error_code=code, error_message=message, approval_reason=None)
+        out.append(verdict)
+    return out
 
 
 def _decide(step: Step, call: ToolCall, verdict: Verdict, canonical: str) -> None:

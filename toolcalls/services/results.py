@@ -1,9 +1,10 @@
 """Results: give each call its one envelope, bind it, and hand a complete call set back.
 
 Binding (DESIGN.md §7): every finished call stores ``binding_sha256`` over the fields of
-:class:`toolcalls.binding.Binding`. Before results go back to the model the binding is computed
-again from current trusted context and compared value by value; any difference fails the
-operation with ``BINDING_MISMATCH``.
+:class:`toolcalls.binding.Binding`, and the tool and policy revisions it settled under. Before
+results go back to the model the binding is computed again from current trusted context (with
+those revisions) and compared value by value; any difference fails the operation with
+``BINDING_MISMATCH``.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def binding_for(
     *, operation: Operation, turn: ModelTurn, call: ToolCall, model_result: Mapping[str, Any]
 ) -> Binding:
     """The binding of ``model_result`` to ``call``, computed from rows Callgate wrote and the
-    current registry (never from the stored digests)."""
+    registry (never from the stored digests); revisions as :func:`bound_revisions` says."""
     spec = registry.get(call.tool_name)
+    revisions, policy_revision = bound_revisions(call)
     arguments = call.arguments if call.arguments is not None else call.raw_arguments
     key = ""
     if spec and spec.idempotency_key and call.idempotency_key:
@@ -76,17 +78,36 @@ def binding_for(
         tenant_ref=operation.tenant.slug,
         subject_ref=operation.subject_ref,
         tool_name=call.tool_name,
-        tool_revisions={**spec.revisions, "schema": spec.schema_version} if spec else {},
-        policy_revision=spec.approval.revision if spec else "",
+        tool_revisions=revisions,
+        policy_revision=policy_revision,
         request_sha256=request_digest(
             tool=call.tool_name,
-            schema_version=spec.schema_version if spec else "",
+            schema_version=revisions.get("schema", ""),
             arguments=arguments,
             call_id=call.provider_call_id,
             response_id=turn.response_id,
         ),
         result_sha256=digest(model_result),
     )
+
+
+def _registry_revisions(tool_name: str) -> tuple[dict[str, str], str]:
+    """The registered tool's revisions with its ``schema`` version, and its policy revision
+    (none for a name the registry does not know)."""
+    spec = registry.get(tool_name)
+    if spec is None:
+        return {}, ""
+    return {**spec.revisions, "schema": spec.schema_version}, spec.approval.revision
+
+
+def bound_revisions(call: ToolCall) -> tuple[dict[str, str], str]:
+    """(tool revisions with ``schema``, policy revision) ``call``'s result is bound to: those
+    stored on it when it settled, so a later deploy does not unbind a result that already ran;
+    for a call settled before they were stored, the registry's current ones (as its digests
+    were computed)."""
+    if call.tool_revisions is None:
+        return _registry_revisions(call.tool_name)
+    return dict(call.tool_revisions), call.policy_revision
 
 
 class CallEnd(TypedDict):
@@ -113,6 +134,7 @@ def call_result(step: Step, call: ToolCall, **outcome: Unpack[CallEnd]) -> None:
             "arguments": call.arguments,
         }
     operation = step.operation
+    call.tool_revisions, call.policy_revision = _registry_revisions(call.tool_name)
     binding = binding_for(operation=operation, turn=call.turn, call=call, model_result=model_result)
     call.model_result = dict(model_result)
     call.result_sha256 = binding.result_sha256
@@ -129,6 +151,8 @@ def call_result(step: Step, call: ToolCall, **outcome: Unpack[CallEnd]) -> None:
 
 
 _RESULT_FIELDS = (
+    "tool_revisions",
+    "policy_revision",
     "model_result",
     "result_sha256",
     "request_sha256",

@@ -1,7 +1,8 @@
 """The validation chain every call passes before it may run: at dispatch and again at resume.
 
 Order (DESIGN.md §5): registry (the name must resolve and be offered to this operation) →
-strict arguments → JSON Schema → authorization → approval policy. Pure reads; no writes.
+strict arguments → JSON Schema → authorization (:mod:`toolcalls.services.authorization`) →
+approval policy. Pure reads; no writes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from toolcalls.binding import canonical_json, digest
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
+from toolcalls.services.authorization import call_authorize
 from toolcalls.storage import storable
 
 _MAX_SCHEMA_ERRORS = 5
@@ -105,12 +107,9 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
             error_code=ErrorCode.INVALID_ARGUMENTS,
             error_message="The arguments do not match the tool's schema: " + "; ".join(problems),
         )
-    if not operation.tenant.is_active:
-        return Verdict(
-            spec=spec,
-            error_code=ErrorCode.UNAUTHORIZED,
-            error_message="This account may not use tools right now.",
-        )
+    refusal = call_authorize(operation=operation, spec=spec, arguments=arguments.value)
+    if refusal is not None:
+        return Verdict(spec=spec, error_code=ErrorCode.UNAUTHORIZED, error_message=refusal)
     return Verdict(spec=spec, approval_reason=spec.approval.reason_for(arguments.value))
 
 
