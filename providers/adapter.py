@@ -137,6 +137,29 @@ class CallEdit:
         return edited
 
 
+@dataclass(frozen=True)
+class FlatCalls:
+    """Where a family's calls sit when they are items of the assistant's own list (Responses
+    ``output``, Anthropic ``content``, Interactions steps): items whose ``type`` is ``item_type``,
+    with the call's ID in ``id_field`` and its arguments in ``arguments_field`` (``empty`` is an
+    empty object in the family's own form, ``{}`` or ``"{}"``)."""
+
+    item_type: str
+    id_field: str
+    arguments_field: str
+    empty: Any
+
+
+#: The tool-name rule OpenAI and Anthropic document alike: "Must be a-z, A-Z, 0-9, or contain
+#: underscores and dashes, with a maximum length of 64" (``FunctionDefinition.name``, OpenAI API
+#: reference; "Define tools", Anthropic tool-use documentation, ``^[a-zA-Z0-9_-]{1,64}$``).
+PLAIN_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: Gemini's ``FunctionDeclaration.name``: "Must be a-z, A-Z, 0-9, or contain underscores, colons,
+#: dots, and dashes, with a maximum length of 64" (Gemini API reference); Vertex AI adds "Must
+#: start with a letter or an underscore", which a gateway may apply.
+GEMINI_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+
+
 class FamilyAdapter(abc.ABC):
     """The skeleton of a :class:`providers.base.ProviderAdapter`.
 
@@ -152,11 +175,14 @@ class FamilyAdapter(abc.ABC):
     #: preference (see :func:`error_reason`).
     error_reason_fields: tuple[str, ...]
     #: The provider's rule for tool names (a call's name in the history must match it).
-    name_pattern: re.Pattern[str]
+    name_pattern: re.Pattern[str] = PLAIN_TOOL_NAME
+    #: Where the calls sit, for families whose calls are items of the assistant's list.
+    flat_calls: FlatCalls
 
-    @abc.abstractmethod
     def start_conversation(self, *, user_input: str) -> list[Any]:
-        """The opening conversation (provider-native items) for the user's request."""
+        """The opening conversation (provider-native items) for the user's request: one user
+        message, unless the family says it another way."""
+        return [{"role": "user", "content": user_input}]
 
     @abc.abstractmethod
     def build_request(
@@ -212,10 +238,17 @@ class FamilyAdapter(abc.ABC):
         carry the same, so Gemini's pairing by name holds)."""
         return name if self.name_pattern.fullmatch(name) else STAND_IN_NAME
 
-    @abc.abstractmethod
     def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
         """Copies of ``assistant_items`` with ``edits[n]`` made to the n-th call (in the order
-        of :attr:`ParsedReply.calls`); ``None`` leaves a call as it came."""
+        of :attr:`ParsedReply.calls`); ``None`` leaves a call as it came. Families whose calls
+        are items of the list say where (:attr:`flat_calls`); the others override this."""
+        shape, queue = self.flat_calls, iter(edits)
+        return [
+            _edited(item, next(queue, None), shape)
+            if obj(item).get("type") == shape.item_type
+            else item
+            for item in assistant_items
+        ]
 
     def parse_reply(
         self, reply: WireReply, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
@@ -249,3 +282,11 @@ class FamilyAdapter(abc.ABC):
     def retry_codes(self, error: Mapping[str, Any], reason: str | None) -> tuple[str | None, ...]:
         """The codes of an HTTP error checked against the quota codes: the reason itself."""
         return (reason,)
+
+
+def _edited(item: Mapping[str, Any], edit: CallEdit | None, shape: FlatCalls) -> Mapping[str, Any]:
+    if edit is None:
+        return item
+    return edit.apply(
+        item, id_field=shape.id_field, arguments_field=shape.arguments_field, empty=shape.empty
+    )

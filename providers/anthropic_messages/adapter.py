@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import CallEdit, FamilyAdapter
+from providers.adapter import FamilyAdapter, FlatCalls
 from providers.anthropic_messages.reply import REVISION, parse_message
 from providers.anthropic_messages.stream import MessagesStream
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
@@ -32,13 +31,8 @@ class AnthropicMessagesAdapter(FamilyAdapter):
     provider = "anthropic"
     family = "anthropic_messages"
     revision = REVISION
+    flat_calls = FlatCalls("tool_use", id_field="id", arguments_field="input", empty={})
     error_reason_fields = ("type",)
-    #: Tool names "must match the regex ``^[a-zA-Z0-9_-]{1,64}$``" ("Define tools", Anthropic
-    #: tool-use documentation).
-    name_pattern = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        return [{"role": "user", "content": user_input}]
 
     def build_request(
         self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
@@ -72,13 +66,6 @@ class AnthropicMessagesAdapter(FamilyAdapter):
             return list(conversation)
         return [*conversation, {"role": "user", "content": blocks}]
 
-    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
-        queue = iter(edits)
-        return [
-            _edited(block, next(queue, None)) if obj(block).get("type") == "tool_use" else block
-            for block in assistant_items
-        ]
-
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_message(body)
 
@@ -99,9 +86,3 @@ def _tool_result(result: ToolResultMessage) -> dict[str, Any]:
     if result.is_error:
         block["is_error"] = True
     return block
-
-
-def _edited(block: Mapping[str, Any], edit: CallEdit | None) -> Mapping[str, Any]:
-    if edit is None:
-        return block
-    return edit.apply(block, id_field="id", arguments_field="input", empty={})

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from providers.adapter import CallEdit, FamilyAdapter
+from providers.adapter import GEMINI_TOOL_NAME, CallEdit, FamilyAdapter
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.gemini_generate.reply import REVISION, parse_response
 from providers.gemini_generate.stream import GenerateStream
@@ -27,10 +26,7 @@ class GeminiGenerateAdapter(FamilyAdapter):
     family = "gemini_generate"
     revision = REVISION
     error_reason_fields = ("status",)
-    #: ``FunctionDeclaration.name``: "Must be a-z, A-Z, 0-9, or contain underscores, colons,
-    #: dots, and dashes, with a maximum length of 64" (Gemini API reference); Vertex AI adds
-    #: "Must start with a letter or an underscore", which a gateway may apply.
-    name_pattern = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+    name_pattern = GEMINI_TOOL_NAME
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"role": "user", "parts": [{"text": user_input}]}]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import CallEdit, FamilyAdapter
+from providers.adapter import GEMINI_TOOL_NAME, FamilyAdapter, FlatCalls
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.gemini_interactions.reply import REVISION, parse_interaction
 from providers.gemini_interactions.stream import InteractionsStream
-from providers.payload import obj
 
 
 class GeminiInteractionsAdapter(FamilyAdapter):
@@ -30,11 +28,9 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_interactions"
     revision = REVISION
+    flat_calls = FlatCalls("function_call", id_field="id", arguments_field="arguments", empty={})
     error_reason_fields = ("status",)
-    #: ``FunctionDeclaration.name``: "Must be a-z, A-Z, 0-9, or contain underscores, colons,
-    #: dots, and dashes, with a maximum length of 64" (Gemini API reference); Vertex AI adds
-    #: "Must start with a letter or an underscore", which a gateway may apply.
-    name_pattern = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+    name_pattern = GEMINI_TOOL_NAME
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"type": "user_input", "content": [{"type": "text", "text": user_input}]}]
@@ -56,13 +52,6 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     ) -> list[Any]:
         return [*conversation, *(_function_result(result) for result in results)]
 
-    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
-        queue = iter(edits)
-        return [
-            _edited(step, next(queue, None)) if obj(step).get("type") == "function_call" else step
-            for step in assistant_items
-        ]
-
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_interaction(body)
 
@@ -80,9 +69,3 @@ def _function_result(result: ToolResultMessage) -> dict[str, Any]:
     if result.is_error:
         step["is_error"] = True
     return step
-
-
-def _edited(step: Mapping[str, Any], edit: CallEdit | None) -> Mapping[str, Any]:
-    if edit is None:
-        return step
-    return edit.apply(step, id_field="id", arguments_field="arguments", empty={})

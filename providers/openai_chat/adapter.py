@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,12 +27,6 @@ class OpenAIChatAdapter(FamilyAdapter):
     family = "openai_chat"
     revision = REVISION
     error_reason_fields = ("code", "type")
-    #: "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of
-    #: 64" (``FunctionDefinition.name``, OpenAI API reference).
-    name_pattern = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        return [{"role": "user", "content": user_input}]
 
     def build_request(
         self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]

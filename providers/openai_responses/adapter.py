@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import CallEdit, FamilyAdapter
+from providers.adapter import FamilyAdapter, FlatCalls
 from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
 from providers.openai_responses.reply import REVISION, parse_response
 from providers.openai_responses.stream import ResponsesStream
-from providers.payload import obj
 
 
 class OpenAIResponsesAdapter(FamilyAdapter):
@@ -25,10 +23,10 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     provider = "openai"
     family = "openai_responses"
     revision = REVISION
+    flat_calls = FlatCalls(
+        "function_call", id_field="call_id", arguments_field="arguments", empty="{}"
+    )
     error_reason_fields = ("code", "type")
-    #: "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of
-    #: 64" (``FunctionDefinition.name``, OpenAI API reference).
-    name_pattern = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
     def start_conversation(self, *, user_input: str) -> list[Any]:
         return [{"type": "message", "role": "user", "content": user_input}]
@@ -59,21 +57,8 @@ class OpenAIResponsesAdapter(FamilyAdapter):
         ]
         return [*conversation, *outputs]
 
-    def edit_calls(self, assistant_items: list[Any], edits: Sequence[CallEdit | None]) -> list[Any]:
-        queue = iter(edits)
-        return [
-            _edited(item, next(queue, None)) if obj(item).get("type") == "function_call" else item
-            for item in assistant_items
-        ]
-
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:
         return parse_response(body)
 
     def stream_assembler(self, *, max_argument_bytes: int) -> ResponsesStream:
         return ResponsesStream(max_argument_bytes)
-
-
-def _edited(item: Mapping[str, Any], edit: CallEdit | None) -> Mapping[str, Any]:
-    if edit is None:
-        return item
-    return edit.apply(item, id_field="call_id", arguments_field="arguments", empty="{}")
