@@ -15,9 +15,9 @@ from tests.engine import bundled_replies, operator
 from tests.factories import TenantFactory
 from toolcalls import registry
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
-from toolcalls.models import Operation, ReplayScript, Tenant, ToolCall
-from toolcalls.registry import ToolContext
+from toolcalls.models import Operation, ReplayScript, Tenant
 from toolcalls.services.operations import operation_start
+from toolcalls.services.results import tool_context
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -65,22 +65,12 @@ def _refund(tenant: Tenant, *, approve: bool = True) -> Operation:
     return operation
 
 
-def _context(operation: Operation, call: ToolCall) -> ToolContext:
-    return ToolContext(
-        tenant_ref=operation.tenant.slug,
-        subject_ref=operation.subject_ref,
-        operation_id=operation.public_id,
-        provider_call_id=call.provider_call_id,
-        idempotency_key=call.idempotency_key,
-    )
-
-
 def _reconcile(operation: Operation, tool: str, key: str) -> Any:
     """What ``tool``'s reconciler tells ``operation``'s tenant about an effect under ``key``."""
     call = operation.calls.get(tool_name=tool)
     spec = registry.get(tool)
     assert spec is not None and spec.reconcile is not None
-    return spec.reconcile(_context(operation, call), key)
+    return spec.reconcile(tool_context(operation, call), key)
 
 
 def test_two_tenants_refunding_the_same_order_number_each_get_their_own_draft_and_refund(
