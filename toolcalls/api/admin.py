@@ -7,10 +7,8 @@ their hash is never shown. Remembered requests are written by services only and 
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from toolcalls.admin_base import (
     JsonAdminMixin,
@@ -18,6 +16,7 @@ from toolcalls.admin_base import (
     ReadOnlyAdminMixin,
     TenantScopedAdminMixin,
 )
+from toolcalls.api.auth import api_keys_revoke
 from toolcalls.api.models import ApiKey, IdempotentRequest
 
 
@@ -61,12 +60,7 @@ class ApiKeyAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.action(permissions=["revoke"], description="Revoke the selected API keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        # One conditional UPDATE: a key revoked earlier keeps its first revocation time.
-        live = queryset.filter(revoked_at__isnull=True)
-        keys = list(live)
-        live.update(revoked_at=timezone.now())
-        # The key's service user is whom its operations run for: nothing more runs for them.
-        get_user_model().objects.filter(api_keys__in=keys).update(is_active=False)
+        keys = api_keys_revoke(keys=queryset)
         for key in keys:
             self.log_change(request, key, "Revoked.")
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)

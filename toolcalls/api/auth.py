@@ -16,6 +16,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
@@ -82,6 +83,18 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
             key_sha256=_digest(secret),
         )
     return key, f"cg_{key.prefix}_{secret}"
+
+
+def api_keys_revoke(*, keys: QuerySet[ApiKey]) -> list[ApiKey]:
+    """Revoke the live keys among ``keys``; returns them. A key revoked earlier keeps its first
+    revocation time (one conditional UPDATE). Each key's service user, whom its operations run
+    for, is deactivated too, so none of its calls still waiting for a human runs afterwards."""
+    with transaction.atomic():
+        live = keys.filter(revoked_at__isnull=True)
+        revoked = list(live.select_for_update())
+        live.update(revoked_at=timezone.now())
+        get_user_model().objects.filter(api_keys__in=revoked).update(is_active=False)
+    return revoked
 
 
 def principal(user: Any) -> Actor:
