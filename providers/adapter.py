@@ -18,12 +18,16 @@ from typing import Any
 
 from providers.base import (
     DEFAULT_MAX_ARGUMENT_BYTES,
+    NO_SETTINGS,
+    Message,
+    ModelSettings,
     Outcome,
     ParsedReply,
     ProposedCall,
     StreamAssembler,
     ToolDeclaration,
     ToolResultMessage,
+    UnsupportedSetting,
     Usage,
     WireReply,
 )
@@ -179,16 +183,34 @@ class FamilyAdapter(abc.ABC):
     #: Where the calls sit, for families whose calls are items of the assistant's list.
     flat_calls: FlatCalls
 
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        """The opening conversation (provider-native items) for the user's request: one user
-        message, unless the family says it another way."""
-        return [{"role": "user", "content": user_input}]
+    def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
+        """The opening conversation (provider-native items): the earlier ``messages``, then
+        the user's request, each one ``{"role", "content"}`` message unless the family says
+        it another way (:meth:`message`)."""
+        return [*(self.message(m.role, m.text) for m in messages), self.message("user", user_input)]
+
+    def message(self, role: str, text: str) -> Any:
+        """One text message of ``role`` (``user`` or ``assistant``) as the family writes it."""
+        return {"role": role, "content": text}
+
+    def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
+        """Refuse (:class:`UnsupportedSetting`) every setting this family does not map; a
+        family overrides this with the ones it honours."""
+        for name in settings.as_dict():
+            raise UnsupportedSetting(name, f"{name} is not supported by {self.family}")
 
     @abc.abstractmethod
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
-        """The JSON request body for the next model request."""
+        """The JSON request body for the next model request, with ``instructions`` (empty:
+        none) and ``settings`` in the family's own fields."""
 
     @abc.abstractmethod
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:

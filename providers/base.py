@@ -173,6 +173,75 @@ class ToolResultMessage:
     cut_from_bytes: int | None = None
 
 
+@dataclass(frozen=True)
+class Message:
+    """One earlier message of the conversation in provider-neutral form: ``role`` is ``user``
+    or ``assistant``, ``text`` what was said."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How the model should answer, in provider-neutral terms; ``None`` leaves a setting to the
+    provider's default.
+
+    ``max_output_tokens`` (tokens), ``temperature``, ``top_p``, ``reasoning_effort``
+    (``minimal``, ``low``, ``medium``, ``high``), ``thinking_budget_tokens`` (tokens, for
+    families that budget thinking instead), ``tool_choice`` (``auto``, ``required``, ``none``,
+    or one offered tool's name) and ``parallel_tool_calls``. Each adapter maps them to its
+    family's own fields, and refuses (:class:`UnsupportedSetting`) one its family cannot honour.
+    """
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    thinking_budget_tokens: int | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings that are set, by name (the stored and displayed form)."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelSettings:
+        """Read the stored form back; raises :class:`UnsupportedSetting` for an unknown name or
+        a value of the wrong JSON type (a number where a number goes, and so on)."""
+        kinds: dict[str, type | tuple[type, ...]] = {
+            "max_output_tokens": int,
+            "temperature": (int, float),
+            "top_p": (int, float),
+            "reasoning_effort": str,
+            "thinking_budget_tokens": int,
+            "tool_choice": str,
+            "parallel_tool_calls": bool,
+        }
+        for name, value in data.items():
+            kind = kinds.get(name)
+            if kind is None:
+                raise UnsupportedSetting(name, f"unknown setting {name!r}")
+            wrong_bool = isinstance(value, bool) and kind is not bool
+            if value is not None and (wrong_bool or not isinstance(value, kind)):
+                raise UnsupportedSetting(name, f"{name} has a value of the wrong type")
+        return cls(**data)
+
+
+#: No settings: every one left to the provider's default.
+NO_SETTINGS = ModelSettings()
+
+
+class UnsupportedSetting(ValueError):
+    """A setting the family cannot honour (or a value it refuses). ``setting`` names it."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.message = message
+
+
 #: Default byte limit (UTF-8) on the argument text of one streamed call: 1 MiB.
 DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
 
@@ -209,14 +278,27 @@ class ProviderAdapter(Protocol):
     family: str
     revision: str
 
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        """Return the opening conversation (provider-native items) for the user's request."""
+    def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
+        """Return the opening conversation (provider-native items): the earlier ``messages``,
+        then the user's request."""
+        ...
+
+    def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
+        """Raise :class:`UnsupportedSetting` for a setting this family cannot honour (or a
+        ``tool_choice`` naming none of ``tool_names``); checked before an operation starts."""
         ...
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
-        """Return the JSON request body for the next model request."""
+        """Return the JSON request body for the next model request, with ``instructions``
+        (the system prompt; empty: none) and ``settings`` in the family's own fields."""
         ...
 
     def parse_reply(

@@ -73,6 +73,23 @@ class Operation(models.Model):
         ReplayScript, null=True, blank=True, on_delete=models.PROTECT, related_name="operations"
     )
     input_text = models.TextField()
+    instructions = models.TextField(blank=True, help_text="The system prompt sent every turn.")
+    messages = models.JSONField(
+        default=list, blank=True, help_text='Earlier conversation: [{"role", "text"}], in order.'
+    )
+    settings = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Model settings asked for (ModelSettings).",
+    )
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="follow_ups",
+        help_text="The ended operation this one follows up.",
+    )
     tool_names = models.JSONField(help_text="Registry tools offered to the model.")
     metadata = models.JSONField(default=dict, blank=True, help_text="The caller's own labels.")
     state = models.CharField(

@@ -10,7 +10,13 @@ from typing import Any
 from providers.adapter import FamilyAdapter, FlatCalls
 from providers.anthropic_messages.reply import REVISION, parse_message
 from providers.anthropic_messages.stream import MessagesStream
-from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.base import (
+    NO_SETTINGS,
+    ModelSettings,
+    ParsedReply,
+    ToolDeclaration,
+    ToolResultMessage,
+)
 from providers.payload import obj, text
 
 #: ``max_tokens`` is required by the Messages API; output tokens per reply.
@@ -35,13 +41,20 @@ class AnthropicMessagesAdapter(FamilyAdapter):
     error_reason_fields = ("type",)
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
         # Extended thinking is not switched on here: it is model-dependent and Callgate has no
         # per-operation setting for it. Thinking blocks that come back are replayed verbatim.
-        return {
-            "model": model,
-            "max_tokens": MAX_TOKENS,
+        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS}
+        if instructions:
+            body["system"] = instructions
+        return body | {
             "messages": list(conversation),
             "tools": [tool.declared("input_schema") for tool in tools],
         }

@@ -6,7 +6,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from providers.adapter import GEMINI_TOOL_NAME, CallEdit, FamilyAdapter
-from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.base import (
+    NO_SETTINGS,
+    ModelSettings,
+    ParsedReply,
+    ToolDeclaration,
+    ToolResultMessage,
+)
 from providers.gemini_generate.reply import REVISION, parse_response
 from providers.gemini_generate.stream import GenerateStream
 from providers.payload import items, obj, text
@@ -28,11 +34,17 @@ class GeminiGenerateAdapter(FamilyAdapter):
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
 
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        return [{"role": "user", "parts": [{"text": user_input}]}]
+    def message(self, role: str, text: str) -> Any:
+        return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
         """The REST body of ``POST /v1beta/models/{model}:generateContent``.
 
@@ -46,6 +58,8 @@ class GeminiGenerateAdapter(FamilyAdapter):
         without declarations is itself an invalid request.
         """
         body: dict[str, Any] = {"contents": list(conversation)}
+        if instructions:
+            body["systemInstruction"] = {"parts": [{"text": instructions}]}
         if tools:
             body["tools"] = [
                 {"functionDeclarations": [tool.declared("parametersJsonSchema") for tool in tools]}

@@ -6,7 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from providers.adapter import GEMINI_TOOL_NAME, FamilyAdapter, FlatCalls
-from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.base import (
+    NO_SETTINGS,
+    ModelSettings,
+    ParsedReply,
+    ToolDeclaration,
+    ToolResultMessage,
+)
 from providers.gemini_interactions.reply import REVISION, parse_interaction
 from providers.gemini_interactions.stream import InteractionsStream
 
@@ -32,16 +38,25 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
 
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        return [{"type": "user_input", "content": [{"type": "text", "text": user_input}]}]
+    def message(self, role: str, text: str) -> Any:
+        step = "model_output" if role == "assistant" else "user_input"
+        return {"type": step, "content": [{"type": "text", "text": text}]}
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
         """The Interactions body; tool declarations are flat (no ``function_declarations``
         wrapper)."""
-        return {
-            "model": model,
+        body: dict[str, Any] = {"model": model}
+        if instructions:
+            body["system_instruction"] = instructions
+        return body | {
             "input": list(conversation),
             "tools": [{"type": "function", **tool.declared()} for tool in tools],
             "store": False,

@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from providers.adapter import CallEdit, FamilyAdapter
-from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.base import (
+    NO_SETTINGS,
+    ModelSettings,
+    ParsedReply,
+    ToolDeclaration,
+    ToolResultMessage,
+)
 from providers.openai_chat.reply import REVISION, parse_completion
 from providers.openai_chat.stream import ChatStream
 from providers.payload import items, obj, text
@@ -29,12 +35,21 @@ class OpenAIChatAdapter(FamilyAdapter):
     error_reason_fields = ("code", "type")
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
         # Keyword arguments of ``client.chat.completions.create``. ``stream`` and
         # ``stream_options`` are the transport's: the API rejects ``stream_options`` unless
         # ``stream`` is true. An empty ``tools`` array is a 400, so it is left out.
-        body: dict[str, Any] = {"model": model, "messages": list(conversation)}
+        # The instructions lead the messages as a ``developer`` message, the role the API
+        # documents for instructions to o1 and later models (it replaces ``system``).
+        system = [{"role": "developer", "content": instructions}] if instructions else []
+        body: dict[str, Any] = {"model": model, "messages": [*system, *conversation]}
         if tools:
             body["tools"] = [
                 {

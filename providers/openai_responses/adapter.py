@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from providers.adapter import FamilyAdapter, FlatCalls
-from providers.base import ParsedReply, ToolDeclaration, ToolResultMessage
+from providers.base import (
+    NO_SETTINGS,
+    ModelSettings,
+    ParsedReply,
+    ToolDeclaration,
+    ToolResultMessage,
+)
 from providers.openai_responses.reply import REVISION, parse_response
 from providers.openai_responses.stream import ResponsesStream
 
@@ -28,16 +34,24 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     )
     error_reason_fields = ("code", "type")
 
-    def start_conversation(self, *, user_input: str) -> list[Any]:
-        return [{"type": "message", "role": "user", "content": user_input}]
+    def message(self, role: str, text: str) -> Any:
+        return {"type": "message", "role": role, "content": text}
 
     def build_request(
-        self, *, model: str, conversation: Sequence[Any], tools: Sequence[ToolDeclaration]
+        self,
+        *,
+        model: str,
+        conversation: Sequence[Any],
+        tools: Sequence[ToolDeclaration],
+        instructions: str = "",
+        settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
         """The Responses body. ``store: false`` keeps no state at the provider; the encrypted
         reasoning content lets the next request replay reasoning items without it."""
-        return {
-            "model": model,
+        body: dict[str, Any] = {"model": model}
+        if instructions:
+            body["instructions"] = instructions
+        return body | {
             "input": list(conversation),
             "tools": [{"type": "function", **tool.declared(), "strict": False} for tool in tools],
             "store": False,

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import ENGINE, Actor
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.errors import CallgateError
@@ -131,7 +131,7 @@ def arguments_edit_precondition(*, operation: Operation, call: ToolCall, argumen
     (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
     than an approval used up on a call that fails at resume. The precondition may ask another
     system, so it runs outside the decision's transaction; resume checks it again."""
-    spec = registry.get(call.tool_name)
+    spec = catalogue.tool_spec(operation, call.tool_name)
     if spec is None or spec.precondition is None or not isinstance(arguments, Mapping):
         return
     normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
@@ -188,7 +188,7 @@ def call_resume(*, call_pk: int) -> None:
     """
     call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
     problem = None
-    spec = registry.get(call.tool_name)
+    spec = catalogue.tool_spec(call.operation, call.tool_name)
     if spec and spec.precondition and call.state == CallState.APPROVED:
         try:
             spec.precondition(tool_context(call.operation, call), call.arguments or {})

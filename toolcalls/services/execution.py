@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from toolcalls import faultpoints, registry
+from toolcalls import catalogue, faultpoints
 from toolcalls.actors import WORKER
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
@@ -88,7 +88,7 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
             return None
         if call.state not in (CallState.PROPOSED, CallState.APPROVED):
             return None
-        spec = registry.get(call.tool_name)
+        spec = catalogue.tool_spec(operation, call.tool_name)
         assert spec is not None, "dispatch only queues calls whose tool resolved"
         problem = precheck(operation, call) if precheck else None
         if problem:

@@ -11,10 +11,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from providers.base import ProviderAdapter
+from providers.base import Message, ModelSettings, ProviderAdapter, UnsupportedSetting
 from providers.families import get_adapter
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import Actor
+from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import Operation, ReplayScript, Tenant
@@ -32,11 +33,15 @@ class OperationError(CallgateError):
 class StartOptions(TypedDict, total=False):
     """The optional arguments of :func:`operation_start`.
 
-    ``tool_names``: default every registered tool; each must be registered. ``transport``:
+    ``tool_names``: default every tool the tenant may use (:mod:`toolcalls.catalogue`); each
+    must be one of them. ``transport``:
     ``replay`` (the default; needs ``replay_script``, and an unsaved one is saved with the
     operation, so a refused start keeps nothing) or ``live`` (the family's provider needs an
     API key in ``CALLGATE_PROVIDERS``). ``stream``: default ``CALLGATE_LIVE_STREAMING``.
     ``budgets``: guard overrides within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
+    ``instructions``: the system prompt. ``messages``: earlier conversation, ``{"role":
+    "user" | "assistant", "text"}`` mappings in order, before ``input_text``. ``settings``:
+    :class:`~providers.base.ModelSettings` by name, each one the family must honour.
     ``metadata``: strings kept with the operation. ``actor``: who the audit trail names
     (default: ``requested_by``, as a user).
     """
@@ -46,6 +51,9 @@ class StartOptions(TypedDict, total=False):
     transport: str
     stream: bool | None
     budgets: Mapping[str, Any] | None
+    instructions: str
+    messages: Sequence[Mapping[str, str]] | None
+    settings: Mapping[str, Any] | None
     metadata: Mapping[str, str] | None
     actor: Actor | None
 
@@ -62,10 +70,13 @@ def operation_start(
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit (options:
     :class:`StartOptions`). Raises :class:`OperationError` (``unknown_family``,
-    ``unknown_tool``, ``bad_budget``, ``unknown_transport``, ``no_script``, ``no_credentials``).
+    ``unknown_tool``, ``unsupported_setting``, ``bad_budget``, ``unknown_transport``,
+    ``no_script``, ``no_credentials``).
     """
     adapter = _adapter(family)
-    names = _tool_names(options.get("tool_names"))
+    names = _tool_names(tenant, options.get("tool_names"))
+    model_settings = _settings(adapter, options.get("settings"), names)
+    messages = [Message(role=m["role"], text=m["text"]) for m in options.get("messages") or ()]
     effective = _budgets(options.get("budgets"))
     script = options.get("replay_script")
     transport = options.get("transport", Operation.Transport.REPLAY)
@@ -81,11 +92,14 @@ def operation_start(
         stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
         replay_script=script,
         input_text=input_text,
+        instructions=options.get("instructions", ""),
+        messages=[{"role": m.role, "text": m.text} for m in messages],
+        settings=model_settings.as_dict(),
         tool_names=names,
         budgets=effective,
         metadata=dict(options.get("metadata") or {}),
         deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
-        conversation=adapter.start_conversation(user_input=input_text),
+        conversation=adapter.start_conversation(user_input=input_text, messages=messages),
     )
     return _created(operation, options.get("actor") or Actor.user(requested_by))
 
@@ -97,12 +111,26 @@ def _adapter(family: str) -> ProviderAdapter:
         raise OperationError("unknown_family", str(exc)) from None
 
 
-def _tool_names(tool_names: Sequence[str] | None) -> list[str]:
-    names = list(tool_names) if tool_names is not None else registry.names()
-    unknown = [name for name in names if registry.get(name) is None]
+def _tool_names(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
+    available = catalogue.tool_names(tenant)
+    names = list(tool_names) if tool_names is not None else available
+    unknown = [name for name in names if name not in available]
     if unknown:
-        raise OperationError("unknown_tool", f"not registered: {', '.join(unknown)}")
+        raise OperationError("unknown_tool", f"not available: {', '.join(unknown)}")
     return names
+
+
+def _settings(
+    adapter: ProviderAdapter, settings: Mapping[str, Any] | None, tool_names: Sequence[str]
+) -> ModelSettings:
+    try:
+        model_settings = ModelSettings.from_dict(settings or {})
+        adapter.check_settings(model_settings, tool_names=tool_names)
+    except UnsupportedSetting as exc:
+        raise OperationError(
+            "unsupported_setting", exc.message, details={"setting": exc.setting}
+        ) from None
+    return model_settings
 
 
 def _budgets(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
@@ -139,6 +167,9 @@ def _created(operation: Operation, actor: Actor) -> Operation:
             details={
                 "family": operation.family,
                 "model": operation.model,
+                "instructions_sha256": digest(operation.instructions),
+                "messages": len(operation.messages),
+                "settings": operation.settings,
                 "tools": operation.tool_names,
                 "transport": operation.transport,
                 "budgets": operation.budgets,

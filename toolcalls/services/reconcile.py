@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import RECONCILER, Actor
 from toolcalls.envelopes import ErrorCode, error, ok
 from toolcalls.models import ToolCall
@@ -31,7 +31,7 @@ def call_reconcile(*, call_pk: int) -> None:
     call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
     if call.state != CallState.UNKNOWN_OUTCOME:
         return
-    spec = registry.get(call.tool_name)
+    spec = catalogue.tool_spec(call.operation, call.tool_name)
     answer, detail = _ask(spec, call)
     with call_step(call_pk) as step:
         call = step.call

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import RECOVERY
 from toolcalls.models import Operation, ToolCall
 from toolcalls.services.enqueue import (
@@ -130,7 +130,7 @@ def _reap_call(call_pk: int) -> bool:
         )
         settle_lost_call(
             step,
-            spec=registry.get(call.tool_name),
+            spec=catalogue.tool_spec(step.operation, call.tool_name),
             kind="lease_expired",
             detail="the worker running it stopped answering",
         )

@@ -19,7 +19,7 @@ from django.db.models import Subquery
 
 from providers.base import ToolResultMessage
 from providers.families import get_adapter
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import Actor
 from toolcalls.binding import Binding, canonical_json, digest, request_digest
 from toolcalls.envelopes import ErrorCode, error, is_error, ok
@@ -60,9 +60,9 @@ def binding_for(
     *, operation: Operation, turn: ModelTurn, call: ToolCall, model_result: Mapping[str, Any]
 ) -> Binding:
     """The binding of ``model_result`` to ``call``, computed from rows Callgate wrote and the
-    registry (never from the stored digests); revisions as :func:`bound_revisions` says."""
-    spec = registry.get(call.tool_name)
-    revisions, policy_revision = bound_revisions(call)
+    catalogue (never from the stored digests); revisions as :func:`bound_revisions` says."""
+    spec = catalogue.tool_spec(operation, call.tool_name)
+    revisions, policy_revision = bound_revisions(operation, call)
     arguments = call.arguments if call.arguments is not None else call.raw_arguments
     key = ""
     if spec and spec.idempotency_key and call.idempotency_key:
@@ -91,22 +91,22 @@ def binding_for(
     )
 
 
-def _registry_revisions(tool_name: str) -> tuple[dict[str, str], str]:
-    """The registered tool's revisions with its ``schema`` version, and its policy revision
-    (none for a name the registry does not know)."""
-    spec = registry.get(tool_name)
+def _current_revisions(operation: Operation, tool_name: str) -> tuple[dict[str, str], str]:
+    """The tool's revisions with its ``schema`` version, and its policy revision, as the
+    catalogue resolves them for ``operation`` now (none for a name it does not know)."""
+    spec = catalogue.tool_spec(operation, tool_name)
     if spec is None:
         return {}, ""
     return {**spec.revisions, "schema": spec.schema_version}, spec.approval.revision
 
 
-def bound_revisions(call: ToolCall) -> tuple[dict[str, str], str]:
+def bound_revisions(operation: Operation, call: ToolCall) -> tuple[dict[str, str], str]:
     """(tool revisions with ``schema``, policy revision) ``call``'s result is bound to: those
     stored on it when it settled, so a later deploy does not unbind a result that already ran;
-    for a call settled before they were stored, the registry's current ones (as its digests
+    for a call settled before they were stored, the catalogue's current ones (as its digests
     were computed)."""
     if call.tool_revisions is None:
-        return _registry_revisions(call.tool_name)
+        return _current_revisions(operation, call.tool_name)
     return dict(call.tool_revisions), call.policy_revision
 
 
@@ -134,7 +134,7 @@ def call_result(step: Step, call: ToolCall, **outcome: Unpack[CallEnd]) -> None:
             "arguments": call.arguments,
         }
     operation = step.operation
-    call.tool_revisions, call.policy_revision = _registry_revisions(call.tool_name)
+    call.tool_revisions, call.policy_revision = _current_revisions(operation, call.tool_name)
     binding = binding_for(operation=operation, turn=call.turn, call=call, model_result=model_result)
     call.model_result = dict(model_result)
     call.result_sha256 = binding.result_sha256

@@ -21,11 +21,11 @@ from django.db import DatabaseError, Error, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from providers.base import Outcome, ParsedReply, ToolResultMessage, WireReply
+from providers.base import ModelSettings, Outcome, ParsedReply, ToolResultMessage, WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
-from toolcalls import faultpoints, registry
+from toolcalls import catalogue, faultpoints
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
 from toolcalls.models import ModelTurn, Operation, ToolCall
@@ -181,7 +181,9 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
     body = get_adapter(operation.family).build_request(
         model=operation.model,
         conversation=operation.conversation,
-        tools=registry.declarations(operation.tool_names),
+        tools=catalogue.declarations(operation),
+        instructions=operation.instructions,
+        settings=ModelSettings.from_dict(operation.settings),
     )
     return TurnClaim(
         operation_pk=operation.pk,

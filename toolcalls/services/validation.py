@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.binding import canonical_json, digest
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
@@ -89,7 +89,7 @@ class Verdict:
 
 def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) -> Verdict:
     """Run the chain for one call of ``operation``. Never raises for bad model input."""
-    spec = registry.get(tool_name) if tool_name in operation.tool_names else None
+    spec = catalogue.tool_spec(operation, tool_name) if tool_name in operation.tool_names else None
     if spec is None:
         return Verdict(
             error_code=ErrorCode.UNKNOWN_TOOL,

@@ -1,0 +1,31 @@
+"""The tools an operation may use, resolved per tenant (DESIGN.md §5).
+
+The registry holds the tools deployed with Callgate. The catalogue answers, for one operation,
+which tool a name means and with which effective settings: the one place the engine looks a
+tool up. Model output only ever selects a key of the operation's own ``tool_names``.
+"""
+
+from __future__ import annotations
+
+from providers.base import ToolDeclaration
+from toolcalls import registry
+from toolcalls.models import Operation, Tenant
+from toolcalls.registry import ToolSpec
+
+
+def tool_spec(operation: Operation, name: str) -> ToolSpec | None:
+    """The spec ``operation`` runs ``name`` with, or ``None`` when its tenant has no such tool
+    (the caller answers ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this
+    operation is the validation chain's check (``operation.tool_names``)."""
+    return registry.get(name)
+
+
+def tool_names(tenant: Tenant) -> list[str]:
+    """Every tool name ``tenant`` may use, sorted."""
+    return registry.names()
+
+
+def declarations(operation: Operation) -> list[ToolDeclaration]:
+    """Declarations of the tools offered to ``operation``, in its ``tool_names`` order."""
+    specs = (tool_spec(operation, name) for name in operation.tool_names)
+    return [spec.declaration() for spec in specs if spec is not None]
