@@ -70,13 +70,11 @@ def operation_start(
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit (options:
     :class:`StartOptions`). Raises :class:`OperationError` (``unknown_family``,
-    ``unknown_tool``, ``unsupported_setting``, ``bad_budget``, ``unknown_transport``,
-    ``no_script``, ``no_credentials``).
+    ``unknown_tool``, ``invalid_messages``, ``unsupported_setting``, ``bad_budget``,
+    ``unknown_transport``, ``no_script``, ``no_credentials``).
     """
     adapter = _adapter(family)
     names = _tool_names(tenant, options.get("tool_names"))
-    model_settings = _settings(adapter, options.get("settings"), names)
-    messages = [Message(role=m["role"], text=m["text"]) for m in options.get("messages") or ()]
     effective = _budgets(options.get("budgets"))
     script = options.get("replay_script")
     transport = options.get("transport", Operation.Transport.REPLAY)
@@ -91,15 +89,11 @@ def operation_start(
         transport=transport,
         stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
         replay_script=script,
-        input_text=input_text,
-        instructions=options.get("instructions", ""),
-        messages=[{"role": m.role, "text": m.text} for m in messages],
-        settings=model_settings.as_dict(),
         tool_names=names,
         budgets=effective,
         metadata=dict(options.get("metadata") or {}),
         deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
-        conversation=adapter.start_conversation(user_input=input_text, messages=messages),
+        **_request(adapter, input_text, options, names),
     )
     return _created(operation, options.get("actor") or Actor.user(requested_by))
 
@@ -118,6 +112,30 @@ def _tool_names(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
     if unknown:
         raise OperationError("unknown_tool", f"not available: {', '.join(unknown)}")
     return names
+
+
+def _request(
+    adapter: ProviderAdapter, input_text: str, options: StartOptions, tool_names: Sequence[str]
+) -> dict[str, Any]:
+    """The operation's fields that shape every model request: what the user asked, the
+    instructions, earlier messages and settings, and the opening conversation."""
+    messages = _messages(options.get("messages") or ())
+    return {
+        "input_text": input_text,
+        "instructions": options.get("instructions", ""),
+        "messages": [{"role": m.role, "text": m.text} for m in messages],
+        "settings": _settings(adapter, options.get("settings"), tool_names).as_dict(),
+        "conversation": adapter.start_conversation(user_input=input_text, messages=messages),
+    }
+
+
+def _messages(messages: Sequence[Mapping[str, str]]) -> list[Message]:
+    roles = ("user", "assistant")
+    if not all(m.get("role") in roles and isinstance(m.get("text"), str) for m in messages):
+        raise OperationError(
+            "invalid_messages", 'each message needs a role ("user" or "assistant") and a text'
+        )
+    return [Message(role=m["role"], text=m["text"]) for m in messages]
 
 
 def _settings(
