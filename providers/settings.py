@@ -18,6 +18,10 @@ from providers.base import ModelSettings, UnsupportedSetting
 
 #: The ``tool_choice`` values that name no tool; any other value is one offered tool's name.
 CHOICE_KEYWORDS = ("auto", "required", "none")
+#: The ``tool_choice`` keywords in the families that call "required" ``any`` (Messages
+#: ``tool_choice.type``, Interactions ``ToolChoiceType``; generateContent's
+#: ``FunctionCallingConfigMode`` is the same in upper case).
+ANY_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
 #: The settings that only mean something when tools are offered: each family sends its tool
 #: configuration alongside the tools or not at all.
 TOOL_SETTINGS = ("tool_choice", "parallel_tool_calls")
@@ -59,8 +63,8 @@ def check(
 ) -> None:
     """Raise :class:`UnsupportedSetting` for the first setting of ``settings`` that ``family``
     cannot honour (``honoured.refused``), for a value outside its documented range (a
-    temperature outside 0 to 2, a top_p outside 0 to 1, a token count below the family's minimum or
-    below 1, an effort ``family`` does not define), for a tool setting when no tool is offered
+    temperature outside 0 to 2, a top_p outside 0 to 1, a token count below 1 or the family's
+    minimum, an effort ``family`` does not define), for a tool setting when no tool is offered
     (``tool_names`` empty), and for a ``tool_choice`` naming no tool in ``tool_names``."""
     for name in settings.as_dict():
         if name in honoured.refused:

@@ -19,7 +19,7 @@ from providers.base import (
     UnsupportedSetting,
 )
 from providers.payload import obj, text
-from providers.settings import Honoured, named_tool, present
+from providers.settings import ANY_CHOICES, Honoured, named_tool, present
 
 #: ``max_tokens`` is required by the Messages API; output tokens per reply unless the operation's
 #: ``max_output_tokens`` says otherwise.
@@ -29,8 +29,6 @@ MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
 #: Why the installed SDK's ``MessageCreateParams`` cannot carry the sampling settings.
 NO_SAMPLING = "the Messages API request has no {} field"
-#: ``tool_choice`` as the Messages API writes the neutral keywords (``ToolChoiceParam``).
-CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
 
 
 class AnthropicMessagesAdapter(FamilyAdapter):
@@ -154,7 +152,7 @@ def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
         return None
     name = named_tool(choice)
     written: dict[str, Any] = (
-        {"type": "tool", "name": name} if name else {"type": CHOICE_TYPES[choice or "auto"]}
+        {"type": "tool", "name": name} if name else {"type": ANY_CHOICES[choice or "auto"]}
     )
     if parallel is not None:
         written["disable_parallel_tool_use"] = not parallel

@@ -18,16 +18,13 @@ from providers.gemini_generate.reply import REVISION, parse_response
 from providers.gemini_generate.stream import GenerateStream
 from providers.payload import items, obj, text
 from providers.settings import (
+    ANY_CHOICES,
     GEMINI_EFFORTS,
     NO_PARALLEL_SWITCH,
     Honoured,
     named_tool,
     present,
 )
-
-#: ``functionCallingConfig.mode`` for the neutral keywords (google-genai
-#: ``FunctionCallingConfigMode``); a named tool is ``ANY`` with ``allowedFunctionNames``.
-CALLING_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 
 
 class GeminiGenerateAdapter(FamilyAdapter):
@@ -143,12 +140,13 @@ def _generation_config(settings: ModelSettings) -> dict[str, Any]:
 
 
 def _calling_config(choice: str | None) -> dict[str, Any]:
-    """``functionCallingConfig`` for ``tool_choice`` (none given: ``AUTO``, the API's default,
-    said explicitly)."""
+    """``functionCallingConfig`` for ``tool_choice`` (google-genai ``FunctionCallingConfigMode``;
+    none given: ``AUTO``, the API's default, said explicitly); a named tool is ``ANY`` with
+    ``allowedFunctionNames``."""
     name = named_tool(choice)
     if name:
         return {"mode": "ANY", "allowedFunctionNames": [name]}
-    return {"mode": CALLING_MODES[choice or "auto"]}
+    return {"mode": ANY_CHOICES[choice or "auto"].upper()}
 
 
 def _last_model_calls(conversation: Sequence[Any]) -> list[tuple[int, Mapping[str, Any]]]:

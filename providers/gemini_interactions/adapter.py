@@ -16,16 +16,13 @@ from providers.base import (
 from providers.gemini_interactions.reply import REVISION, parse_interaction
 from providers.gemini_interactions.stream import InteractionsStream
 from providers.settings import (
+    ANY_CHOICES,
     GEMINI_EFFORTS,
     NO_PARALLEL_SWITCH,
     Honoured,
     named_tool,
     present,
 )
-
-#: ``tool_choice`` as the Interactions API writes the neutral keywords (google-genai
-#: ``ToolChoiceType``).
-CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
 
 
 class GeminiInteractionsAdapter(FamilyAdapter):
@@ -111,7 +108,7 @@ def _tool_choice(choice: str | None) -> Any:
     name = named_tool(choice)
     if name:
         return {"allowed_tools": {"mode": "any", "tools": [name]}}
-    return None if choice is None else CHOICE_TYPES[choice]
+    return None if choice is None else ANY_CHOICES[choice]
 
 
 def _function_result(result: ToolResultMessage) -> dict[str, Any]:
