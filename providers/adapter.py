@@ -182,6 +182,9 @@ class FamilyAdapter(abc.ABC):
     name_pattern: re.Pattern[str] = PLAIN_TOOL_NAME
     #: Where the calls sit, for families whose calls are items of the assistant's list.
     flat_calls: FlatCalls
+    #: The request body's field holding the conversation (:meth:`build_request` may put items
+    #: of its own before it, never after).
+    conversation_field: str = "messages"
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """The opening conversation (provider-native items): the earlier ``messages``, then

@@ -31,6 +31,7 @@ class GeminiGenerateAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_generate"
     revision = REVISION
+    conversation_field = "contents"
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
 
