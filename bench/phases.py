@@ -226,7 +226,8 @@ def baseline(world: World, sizes: Sizes) -> Figures:
 STORAGE_TURNS = (4, 16, 64)
 STORAGE_RESULT_BYTES = 5000
 _STORED_BYTES = """
-    select coalesce(sum(pg_column_size(t.request_body) + coalesce(pg_column_size(t.reply), 0)), 0)
+    select coalesce(sum(pg_column_size(t.request_frame) + pg_column_size(t.request_items)
+                        + coalesce(pg_column_size(t.reply), 0)), 0)
          + (select coalesce(sum(coalesce(pg_column_size(c.arguments), 0)
                               + coalesce(pg_column_size(c.model_result), 0)), 0)
               from toolcalls_toolcall c where c.operation_id = %(pk)s)

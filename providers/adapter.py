@@ -184,6 +184,9 @@ class FamilyAdapter(abc.ABC):
     flat_calls: FlatCalls
     #: What the family does with the neutral model settings.
     honoured: Honoured
+    #: The request body's field holding the conversation (:meth:`build_request` may put items
+    #: of its own before it, never after).
+    conversation_field: str = "messages"
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """The opening conversation (provider-native items): the earlier ``messages``, then

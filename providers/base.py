@@ -279,6 +279,9 @@ class ProviderAdapter(Protocol):
     provider: str
     family: str
     revision: str
+    #: The request body's field that holds the conversation (after anything the adapter puts
+    #: before it, such as a developer message).
+    conversation_field: str
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """Return the opening conversation (provider-native items): the earlier ``messages``,

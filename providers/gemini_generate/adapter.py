@@ -40,6 +40,7 @@ class GeminiGenerateAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_generate"
     revision = REVISION
+    conversation_field = "contents"
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
     honoured = Honoured(refused={"parallel_tool_calls": NO_PARALLEL_SWITCH}, efforts=GEMINI_EFFORTS)

@@ -42,6 +42,7 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_interactions"
     revision = REVISION
+    conversation_field = "input"
     flat_calls = FlatCalls("function_call", id_field="id", arguments_field="arguments", empty={})
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME

@@ -30,6 +30,7 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     provider = "openai"
     family = "openai_responses"
     revision = REVISION
+    conversation_field = "input"
     flat_calls = FlatCalls(
         "function_call", id_field="call_id", arguments_field="arguments", empty="{}"
     )
