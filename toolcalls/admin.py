@@ -69,13 +69,14 @@ class TenantToolForm(forms.ModelForm):
         data = super().clean() or {}
         try:
             overrides_check(
-                tool_name=data.get("tool_name", ""),
+                tool_name=data.get("tool_name") or self.instance.tool_name,
                 max_calls=data.get("max_calls"),
                 approval=data.get("approval", ""),
                 approval_threshold=data.get("approval_threshold"),
             )
         except CatalogueError as exc:
-            self.add_error(exc.details.get("field", "tool_name"), exc.message)
+            field = exc.details.get("field", "tool_name")
+            self.add_error(field if field in self.fields else None, exc.message)
         return data
 
 
