@@ -54,6 +54,15 @@ class TenantAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.Mod
         # Every row of a tenant protects it; deactivate (is_active) instead.
         return False
 
+    def save_model(self, request: HttpRequest, obj: Tenant, form: Any, change: bool) -> None:
+        if not change:
+            obj.save()
+            return
+        # Only what the form changed: the catalogue revision (and the webhook flag) belong to
+        # their services, and writing back the copy this form loaded could undo a change made
+        # meanwhile, leaving processes on a catalogue they should have reloaded.
+        obj.save(update_fields=[name for name in form.changed_data if name != "members"])
+
 
 class TenantToolForm(forms.ModelForm):
     """A tenant's settings of one registered tool; overrides checked as the service checks
