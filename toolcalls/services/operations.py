@@ -89,10 +89,7 @@ def operation_start(
         input_text=input_text,
         options=options,
     )
-    actor = options.get("actor") or Actor.user(requested_by)
-    with transaction.atomic(durable=True):
-        _insert(operation, actor)
-    return operation
+    return _created(operation, options.get("actor") or Actor.user(requested_by))
 
 
 def _operation(
@@ -200,33 +197,48 @@ def _check_transport(transport: str, replay_script: ReplayScript | None, provide
         raise OperationError("no_credentials", f"no API key configured for {provider}")
 
 
-def _insert(operation: Operation, actor: Actor) -> None:
-    """Save the new operation (and its unsaved replay script), audit it and wake a worker for
-    its first turn after commit; inside the caller's transaction."""
-    script = operation.replay_script
-    if script is not None and script._state.adding:
-        script.save()
-        operation.replay_script = script
-    operation.save(force_insert=True)
-    step = Step(operation)
-    parent = {"parent": operation.parent.public_id} if operation.parent else {}
-    step.audit(
-        kind=AuditKind.OPERATION_CREATED,
-        actor=actor,
-        to_state=OperationState.PENDING,
-        details={
-            "family": operation.family,
-            "model": operation.model,
-            "instructions_sha256": digest(operation.instructions),
-            "messages": len(operation.messages),
-            "settings": operation.settings,
-            "tools": operation.tool_names,
-            "transport": operation.transport,
-            "budgets": operation.budgets,
-            **parent,
-        },
-    )
-    enqueue_turn(step, operation_pk=operation.pk)
+def _created(operation: Operation, actor: Actor) -> Operation:
+    """Save the new operation (and its unsaved replay script), audit it (and, for a follow-up,
+    its parent) and wake a worker for its first turn."""
+    with transaction.atomic(durable=True):
+        if operation.parent is not None:
+            _followed_up(operation, actor)
+        script = operation.replay_script
+        if script is not None and script._state.adding:
+            script.save()
+            operation.replay_script = script
+        operation.save(force_insert=True)
+        step = Step(operation)
+        parent = {"parent": operation.parent.public_id} if operation.parent else {}
+        step.audit(
+            kind=AuditKind.OPERATION_CREATED,
+            actor=actor,
+            to_state=OperationState.PENDING,
+            details={
+                "family": operation.family,
+                "model": operation.model,
+                "instructions_sha256": digest(operation.instructions),
+                "messages": len(operation.messages),
+                "settings": operation.settings,
+                "tools": operation.tool_names,
+                "transport": operation.transport,
+                "budgets": operation.budgets,
+                **parent,
+            },
+        )
+        enqueue_turn(step, operation_pk=operation.pk)
+        step.flush()
+    return operation
+
+
+def _followed_up(operation: Operation, actor: Actor) -> None:
+    """On the parent of ``operation`` (locked; its state and result stay as they are): an audit
+    event naming its new follow-up."""
+    assert operation.parent is not None
+    parent = Operation.objects.select_for_update(of=("self",)).get(pk=operation.parent.pk)
+    step = Step(parent)
+    followed = {"follow_up": operation.public_id}
+    step.audit(kind=AuditKind.OPERATION_FOLLOWED_UP, actor=actor, details=followed)
     step.flush()
 
 
@@ -265,13 +277,7 @@ def operation_follow_up(
     )
     operation.parent = parent
     operation.conversation = _follow_up_conversation(parent, input_text)
-    actor = actor or Actor.user(requested_by)
-    with operation_step(parent.pk, related=()) as step:
-        assert step is not None
-        followed = {"follow_up": operation.public_id}
-        step.audit(kind=AuditKind.OPERATION_FOLLOWED_UP, actor=actor, details=followed)
-        _insert(operation, actor)
-    return operation
+    return _created(operation, actor or Actor.user(requested_by))
 
 
 def _follow_up_options(parent: Operation, replay_script: ReplayScript | None) -> StartOptions:
