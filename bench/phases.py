@@ -29,12 +29,14 @@ from bench.env import BROKER_URL
 from bench.replies import FAMILY, MODEL, lookup_script, refund_script
 from bench.report import percentile
 from bench.tools import TOOL
+from toolcalls.actors import Actor
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.views import cursor_sign
 from toolcalls.demo.models import Order
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
 from toolcalls.services import execution, turns
+from toolcalls.services.catalogue import tenant_tools_enable
 from toolcalls.services.operations import operation_start
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
@@ -105,9 +107,11 @@ class World:
 
 
 def world_create() -> World:
-    """Migrate the fresh database, seed the demo tenant and users, empty the broker database."""
+    """Migrate the fresh database, seed the demo tenant and users (the bench's tool in the
+    tenant's catalogue), empty the broker database."""
     call_command("migrate", verbosity=0)
     seed = demo_seed()
+    tenant_tools_enable(tenant=seed.tenant, tool_names=[TOOL], actor=Actor.system("bench"))
     broker_flush()
     workers.timings_reset()
     users = get_user_model().objects

@@ -87,7 +87,6 @@ def field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 #: code is 409 Conflict: the request is well formed, but the object's state does not allow it
 #: (``already_ended``, ``not_escalated``, ``still_over``, ``already_decided``, ``superseded``).
 STATUS_BY_CODE: dict[str, int] = {
-    "unknown_tool": 400,
     "unknown_family": 400,
     "unknown_transport": 400,
     "no_script": 400,
@@ -99,6 +98,10 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_permitted": 403,
     "expired": 410,
 }
+
+#: :class:`CallgateError` codes that mean one input of the request is wrong, with the request
+#: body field they name: 400 ``invalid_request`` with ``details.fields`` naming it.
+FIELD_BY_CODE: dict[str, str] = {"unknown_tool": "tools"}
 
 _CODES: list[tuple[type[Exception], int, str]] = [
     (exceptions.NotAuthenticated, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),
@@ -122,6 +125,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, ApiError):
         body = error_body(exc.error_code, exc.message, exc.details)
         return Response(body, exc.status_code, headers=exc.headers)
+    if isinstance(exc, CallgateError) and exc.code in FIELD_BY_CODE:
+        details = {"fields": {FIELD_BY_CODE[exc.code]: [exc.message]}}
+        body = error_body("invalid_request", "The request is not valid; see details.", details)
+        return Response(body, status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, CallgateError):
         body = error_body(exc.code, exc.message, exc.details)
         return Response(body, STATUS_BY_CODE.get(exc.code, status.HTTP_409_CONFLICT))
