@@ -317,6 +317,8 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
             }
         },
         "root": {"handlers": ["console"], "level": level},
+        # The MCP SDK's HTTP client logs every request it sends at INFO.
+        "loggers": {"httpx2": {"level": "WARNING"}},
     }
 
 

@@ -70,8 +70,8 @@ class RemoteTool(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="remote_tools")
     server = models.ForeignKey(RemoteServer, on_delete=models.PROTECT, related_name="tools")
-    remote_name = models.CharField(max_length=128)
-    name = models.CharField(max_length=64)
+    remote_name = models.TextField()
+    name = models.TextField()
     description = models.TextField(blank=True)
     input_schema = models.JSONField(default=dict)
     annotations = models.JSONField(default=dict, blank=True)
