@@ -27,6 +27,7 @@ from tests.api.support import (
     API,
     AUDIT,
     DECIDE,
+    MANAGE,
     READ,
     WRITE,
     create,
@@ -68,6 +69,8 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/approvals/{apr}", READ),
     ("POST", "/approvals/{apr}/decide", DECIDE),
     ("GET", "/tools", READ),
+    ("GET", "/remote-servers", MANAGE),
+    ("POST", "/remote-servers", MANAGE),
 ]
 #: A valid body for each POST (starting an operation: a refund on scripted replies).
 BODIES: dict[str, dict[str, Any]] = {
@@ -75,6 +78,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "/stop": {"reason": "test"},
     "/extend": {},
     "/decide": {"decision": "approve"},
+    "/remote-servers": {"name": "ledger", "kind": "http"},
 }
 #: Object endpoints (for tenant isolation).
 OBJECT_ENDPOINTS = [e for e in ENDPOINTS if "{" in e[1]]
@@ -460,7 +464,7 @@ def test_every_endpoint_refuses_an_unknown_query_parameter(
     assert "stat" in error["message"]
     # Paged lists take limit; every other endpoint names it too.
     method, path, _ = endpoint
-    paged = method == "GET" and path.endswith("s") and path != "/tools"
+    paged = method == "GET" and path.endswith("s") and path not in ("/tools", "/remote-servers")
     assert set(fields_of(error)) == ({"stat"} if paged else {"stat", "limit"})
 
 
