@@ -8,12 +8,16 @@ use; Django's ``=`` prefix would compare ``UPPER()`` values).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 
 from toolcalls import registry
 from toolcalls.actors import Actor
@@ -26,6 +30,7 @@ from toolcalls.admin_base import (
     TenantScopedAdminMixin,
     ToolFilter,
 )
+from toolcalls.errors import CallgateError
 from toolcalls.models import (
     AuditEvent,
     IdempotencyRecord,
@@ -35,6 +40,18 @@ from toolcalls.models import (
     Tenant,
     TenantTool,
     ToolCall,
+)
+from toolcalls.registry import RISKS
+from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
+from toolcalls.remote.services import (
+    HttpToolForm,
+    Review,
+    ServerForm,
+    remote_http_tool_register,
+    remote_server_discover,
+    remote_server_register,
+    remote_tool_disable,
+    remote_tool_enable,
 )
 from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
 
@@ -288,3 +305,186 @@ class AuditEventAdmin(
         "call__provider_call_id__exact",
         "approval_ref__exact",
     )
+
+
+# --- Remote tools -------------------------------------------------------------------------------
+# Registering a server, reviewing a tool and registering an HTTP tool are services that may talk
+# to the server; each has its own page (a plain form, then the service, outside any
+# transaction the admin would open) instead of the model change form.
+
+
+class _JsonField(forms.JSONField):
+    def __init__(self, *, kind: type, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def clean(self, value: Any) -> Any:
+        cleaned = super().clean(value)
+        if cleaned in (None, ""):
+            return self.kind()
+        if not isinstance(cleaned, self.kind):
+            raise forms.ValidationError(f"Write a JSON {self.kind.__name__}.")
+        return cleaned
+
+
+class RemoteServerAddForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.order_by("slug"))
+    name = forms.CharField(max_length=30, help_text="Prefix of its tools' names (shop → shop__x).")
+    kind = forms.ChoiceField(choices=RemoteServer.Kind.choices)
+    url = forms.URLField(
+        assume_scheme="https", max_length=500, required=False, help_text="MCP: its endpoint."
+    )
+    command = forms.CharField(required=False, help_text="MCP over stdio (where allowed).")
+    headers = _JsonField(kind=dict, required=False, help_text='{"Authorization": "…"}')
+    signing_secret = forms.CharField(max_length=100, required=False, help_text="HTTP tools.")
+
+
+class RemoteHttpToolAddForm(forms.Form):
+    server = forms.ModelChoiceField(queryset=RemoteServer.objects.filter(kind="http"))
+    name = forms.CharField(max_length=128)
+    description = forms.CharField(widget=forms.Textarea, required=False)
+    input_schema = _JsonField(kind=dict, help_text="JSON Schema of the arguments object.")
+    url = forms.URLField(assume_scheme="https", max_length=500)
+    reconcile_url = forms.URLField(assume_scheme="https", max_length=500, required=False)
+
+
+class RemoteToolReviewForm(forms.Form):
+    enabled = forms.BooleanField(required=False, help_text="Enabling pins the served revision.")
+    risk = forms.ChoiceField(choices=[(risk, risk) for risk in RISKS])
+    timeout_ms = forms.IntegerField(min_value=1)
+    approval = forms.ChoiceField(choices=RemoteTool.Approval.choices)
+    approval_condition = forms.CharField(max_length=200, required=False)
+    key_context = _JsonField(kind=list, required=False, help_text='["subject_ref"]')
+    key_arguments = _JsonField(kind=list, required=False, help_text='["order_id"]')
+
+
+def _form_page(
+    request: HttpRequest,
+    form: forms.Form,
+    title: str,
+    submit: str,
+    facts: list[tuple[str, Any]] | None = None,
+) -> TemplateResponse:
+    context = {**admin.site.each_context(request), "form": form, "title": title}
+    context |= {"submit": submit, "facts": facts or []}
+    return TemplateResponse(request, "admin/remote/form.html", context)
+
+
+@admin.register(RemoteServer)
+class RemoteServerAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.ModelAdmin):
+    list_display = ("name", "tenant", "kind", "url", "created_at")
+    list_filter = ("kind",)
+    readonly_fields = ("tenant", "name", "kind", "url", "command", "created_at")
+    exclude = ("headers", "signing_secret")
+    actions = ("discover",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # registered anew rather than edited
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> Any:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = RemoteServerAddForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = {**form.cleaned_data, "command": form.cleaned_data["command"].split()}
+            tenant = data.pop("tenant")
+            try:
+                server = remote_server_register(
+                    tenant=tenant, form=ServerForm(**data), actor=Actor.user(request.user)
+                )
+            except CallgateError as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(request, f"Registered {server}; review its tools.")
+                return redirect("admin:remote_remotetool_changelist")
+        return _form_page(request, form, "Register a remote server", "Register")
+
+    @admin.action(description="List the selected MCP servers' tools again")
+    def discover(self, request: HttpRequest, queryset: QuerySet[RemoteServer]) -> None:
+        for server in queryset.filter(kind=RemoteServer.Kind.MCP):
+            try:
+                remote_server_discover(server_pk=server.pk, actor=Actor.user(request.user))
+            except CallgateError as exc:
+                messages.error(request, f"{server}: {exc.message}")
+            else:
+                messages.success(request, f"{server}: tools listed again.")
+
+
+@admin.register(RemoteTool)
+class RemoteToolAdmin(
+    TenantScopedAdminMixin, SuperuserEditableAdminMixin, JsonAdminMixin, admin.ModelAdmin
+):
+    json_fields = ("input_schema", "annotations")
+    list_display = ("name", "server", "enabled", "risk", "approval", "changed", "problem")
+    list_filter = ("enabled", "server__kind")
+    search_fields = ("name__exact",)
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> Any:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = RemoteHttpToolAddForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = dict(form.cleaned_data)
+            server = data.pop("server")
+            try:
+                remote_http_tool_register(
+                    server_pk=server.pk, form=HttpToolForm(**data), actor=Actor.user(request.user)
+                )
+            except CallgateError as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(request, "Registered; review it to enable it.")
+                return redirect("admin:remote_remotetool_changelist")
+        return _form_page(request, form, "Register an HTTP tool", "Register")
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        tool = self.get_queryset(request).filter(pk=object_id).first()
+        if tool is None or not self.has_change_permission(request, tool):
+            return super().change_view(request, object_id, form_url, extra_context)
+        form = RemoteToolReviewForm(request.POST or None, initial=_review_initial(tool))
+        if request.method == "POST" and form.is_valid():
+            try:
+                _review_apply(tool, form.cleaned_data, Actor.user(request.user))
+            except CallgateError as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(request, f"{tool.name} saved.")
+                return redirect("admin:remote_remotetool_changelist")
+        return _form_page(request, form, f"Review {tool.name}", "Save", _tool_facts(tool))
+
+
+def _review_initial(tool: RemoteTool) -> dict[str, Any]:
+    names = ("enabled", "risk", "timeout_ms", "approval", "approval_condition")
+    initial = {name: getattr(tool, name) for name in names}
+    return initial | {"key_context": tool.key_context, "key_arguments": tool.key_arguments}
+
+
+def _review_apply(tool: RemoteTool, data: dict[str, Any], actor: Actor) -> None:
+    fields = dict(data)
+    if fields.pop("enabled"):
+        remote_tool_enable(tool_pk=tool.pk, review=Review(**fields), actor=actor)
+    else:
+        remote_tool_disable(tool_pk=tool.pk, actor=actor)
+
+
+def _tool_facts(tool: RemoteTool) -> list[tuple[str, Any]]:
+    return [
+        ("served as", f"{tool.remote_name} on {tool.server}"),
+        ("description", tool.description),
+        ("input schema", json.dumps(tool.input_schema, indent=2)),
+        ("annotations (hints only)", json.dumps(tool.annotations, indent=2)),
+        ("served revision", tool.served_sha256),
+        ("enabled revision", tool.pinned_sha256 or "none"),
+        ("cannot be enabled", tool.problem or "—"),
+    ]
+
+
+@admin.register(RemoteEvent)
+class RemoteEventAdmin(
+    TenantScopedAdminMixin, ReadOnlyAdminMixin, JsonAdminMixin, admin.ModelAdmin
+):
+    json_fields = ("details",)
+    list_display = ("created_at", "kind", "server", "tool", "actor")
+    list_filter = ("kind",)

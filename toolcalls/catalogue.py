@@ -1,7 +1,9 @@
 """The tools an operation may use, resolved per tenant (DESIGN.md §5).
 
 The registry holds the tools deployed with Callgate; a tenant's catalogue (``TenantTool`` rows)
-says which of them the tenant may use and with which overrides. The catalogue answers, for one
+says which of them the tenant may use and with which overrides. :mod:`toolcalls.remote` adds the
+tools a tenant's administrators enabled on its MCP servers and HTTP endpoints (their names carry
+their server's prefix, so they never shadow a deployed tool). The catalogue answers, for one
 operation, which tool a name means and with which effective settings: the one place the engine
 looks a tool up. Model output only ever selects a key of the operation's own ``tool_names``.
 
@@ -18,7 +20,8 @@ validation chain) and a call parked for it revalidates to ``APPROVAL_STALE``.
 Cost: the engine resolves a tool per call. A process keeps each tenant's rows, and the effective
 specs built from them, for as long as the tenant row it reads carries the same
 ``catalogue_revision`` (every change writes a new one in its transaction), so a lookup costs no
-query while the catalogue is unchanged.
+query while the catalogue is unchanged. A remote tool resolves only while it is enabled (its
+own rows say so; :mod:`toolcalls.remote.specs`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from toolcalls import registry
 from toolcalls.models import Operation, Tenant, TenantTool
 from toolcalls.policy import ApprovalPolicy, above_threshold, always
 from toolcalls.registry import ToolSpec
+from toolcalls.remote.specs import tenant_tool_names, tenant_tool_spec
 
 
 @dataclass
@@ -55,11 +59,13 @@ def _catalogue(tenant: Tenant) -> _Loaded:
 
 
 def tool_spec(operation: Operation, name: str) -> ToolSpec | None:
-    """The spec ``operation`` runs ``name`` with (enabled or disabled for its tenant), or
-    ``None`` when the registry or the tenant's catalogue has no such tool (the caller answers
-    ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this operation is the
-    validation chain's check (``operation.tool_names``)."""
-    return tenant_spec(operation.tenant, name)
+    """The spec ``operation`` runs ``name`` with (a deployed tool enabled or disabled for its
+    tenant, or an enabled remote tool), or ``None`` when the tenant has no such tool (the
+    caller answers ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this operation
+    is the validation chain's check (``operation.tool_names``)."""
+    return tenant_spec(operation.tenant, name) or tenant_tool_spec(
+        tenant_id=operation.tenant_id, name=name
+    )
 
 
 def tenant_spec(tenant: Tenant, name: str) -> ToolSpec | None:
@@ -99,15 +105,20 @@ def entry(tenant: Tenant, name: str) -> Entry | None:
 
 
 def enabled(operation: Operation, name: str) -> bool:
-    """Whether ``operation``'s tenant may use ``name`` now."""
+    """Whether ``operation``'s tenant may use ``name`` now (a remote tool: while it is
+    enabled)."""
     row = _catalogue(operation.tenant).rows.get(name)
-    return row is not None and row.enabled
+    if row is not None:
+        return row.enabled
+    return tenant_tool_spec(tenant_id=operation.tenant_id, name=name) is not None
 
 
 def tool_names(tenant: Tenant) -> list[str]:
-    """Every tool name ``tenant`` may use now, sorted."""
+    """Every tool name ``tenant`` may use now, sorted: its enabled deployed tools and its
+    enabled remote tools."""
     rows = _catalogue(tenant).rows.values()
-    return sorted(row.tool_name for row in rows if row.enabled and registry.get(row.tool_name))
+    deployed = [row.tool_name for row in rows if row.enabled and registry.get(row.tool_name)]
+    return sorted([*deployed, *tenant_tool_names(tenant_id=tenant.pk)])
 
 
 def declarations(operation: Operation) -> list[ToolDeclaration]:

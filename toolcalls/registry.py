@@ -34,8 +34,9 @@ class ToolContext:
     """Trusted context a handler runs with; nothing here comes from model output.
 
     ``tenant_ref`` is the tenant slug, ``subject_ref`` whom the operation acts for,
-    ``operation_id`` the ``op_…`` ID, ``provider_call_id`` the provider's call ID, and
-    ``idempotency_key`` the business-intent key ("" for tools without one).
+    ``operation_id`` the ``op_…`` ID, ``provider_call_id`` the provider's call ID,
+    ``idempotency_key`` the business-intent key ("" for tools without one) and ``call_id``
+    Callgate's own ``call_…`` ID.
     """
 
     tenant_ref: str
@@ -43,6 +44,7 @@ class ToolContext:
     operation_id: str
     provider_call_id: str
     idempotency_key: str = ""
+    call_id: str = ""
 
 
 class ToolError(Exception):

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "toolcalls.webhooks",
     "approvals",
     "toolcalls.demo",
+    "toolcalls.remote",
 ]
 
 MIDDLEWARE = [
@@ -282,8 +283,17 @@ CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
 CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)
 CALLGATE_WEBHOOK_MAX_ATTEMPTS = env.int("CALLGATE_WEBHOOK_MAX_ATTEMPTS", default=8)
 CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=False)
+# Remote tools (toolcalls.remote): whether MCP servers and HTTP tools may resolve to private,
+# loopback or link-local addresses (never in production, as for webhooks); whether an MCP server
+# may be a local command over stdio (it runs on Callgate's own hosts); the largest reply body
+# read from a remote tool, in bytes (a larger one is a bad reply, never half-read).
+CALLGATE_REMOTE_ALLOW_PRIVATE = env.bool("CALLGATE_REMOTE_ALLOW_PRIVATE", default=False)
+CALLGATE_REMOTE_ALLOW_STDIO = env.bool("CALLGATE_REMOTE_ALLOW_STDIO", default=False)
+CALLGATE_REMOTE_MAX_REPLY_BYTES = env.int("CALLGATE_REMOTE_MAX_REPLY_BYTES", default=1024 * 1024)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
 CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
+# Demo: the secret the demo's HTTP tool server checks Callgate's signatures with (dev only).
+CALLGATE_DEMO_TOOLS_SECRET = env("CALLGATE_DEMO_TOOLS_SECRET", default="demo-tools-secret")
 # Demo: refunds above this amount (cents) need an operator's approval.
 CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
     "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500
@@ -313,6 +323,8 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
             }
         },
         "root": {"handlers": ["console"], "level": level},
+        # The MCP SDK's HTTP client logs every request it sends at INFO.
+        "loggers": {"httpx2": {"level": "WARNING"}},
     }
 
 

@@ -6,3 +6,5 @@ from config.settings.base import env
 DEBUG = env.bool("DEBUG", default=True)
 # Webhook receivers on this machine (127.0.0.1) are allowed.
 CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=True)
+# Remote tools served on this machine (the demo's MCP and HTTP tool servers) are allowed.
+CALLGATE_REMOTE_ALLOW_PRIVATE = env.bool("CALLGATE_REMOTE_ALLOW_PRIVATE", default=True)

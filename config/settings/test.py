@@ -31,3 +31,5 @@ CALLGATE_RETRY_BASE_MS = 10
 CALLGATE_RETRY_CAP_MS = 50
 # The tests' webhook receivers listen on 127.0.0.1 (the worker reads this too).
 CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=True)
+# The tests' MCP and HTTP tool servers listen on 127.0.0.1 too.
+CALLGATE_REMOTE_ALLOW_PRIVATE = env.bool("CALLGATE_REMOTE_ALLOW_PRIVATE", default=True)

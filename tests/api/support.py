@@ -15,7 +15,7 @@ from toolcalls.models import Tenant
 
 API = "/api/v1"
 READ, WRITE, DECIDE, AUDIT = "operations:read", "operations:write", "approvals:decide", "audit:read"
-TOOLS = "tools:write"
+MANAGE = "tools:manage"
 ALL_SCOPES = list(SCOPES)
 
 

@@ -27,8 +27,8 @@ from tests.api.support import (
     API,
     AUDIT,
     DECIDE,
+    MANAGE,
     READ,
-    TOOLS,
     WRITE,
     create,
     create_body,
@@ -71,8 +71,10 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("POST", "/operations/{op}/messages", WRITE),
     ("GET", "/tools", READ),
     ("GET", "/tools/{tool}", READ),
-    ("PUT", "/tools/{tool}", TOOLS),
-    ("PATCH", "/tools/{tool}", TOOLS),
+    ("PUT", "/tools/{tool}", MANAGE),
+    ("PATCH", "/tools/{tool}", MANAGE),
+    ("GET", "/remote-servers", MANAGE),
+    ("POST", "/remote-servers", MANAGE),
 ]
 #: A valid body for each POST (starting an operation: a refund on scripted replies).
 BODIES: dict[str, dict[str, Any]] = {
@@ -81,6 +83,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "/extend": {},
     "/decide": {"decision": "approve"},
     "/messages": {"input": "And the other order?"},
+    "/remote-servers": {"name": "ledger", "kind": "http"},
 }
 #: The body of each PUT and PATCH (a tool's settings).
 SETTINGS = {"enabled": True}
@@ -474,7 +477,7 @@ def test_every_endpoint_refuses_an_unknown_query_parameter(
     assert "stat" in error["message"]
     # Paged lists take limit; every other endpoint names it too.
     method, path, _ = endpoint
-    paged = method == "GET" and path.endswith("s") and path != "/tools"
+    paged = method == "GET" and path.endswith("s") and path not in ("/tools", "/remote-servers")
     assert set(fields_of(error)) == ({"stat"} if paged else {"stat", "limit"})
 
 

@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from tests.api.support import (
     API,
+    MANAGE,
     READ,
-    TOOLS,
     WRITE,
     create_body,
     error_of,
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 @pytest.fixture
 def client(demo: DemoSeed) -> APIClient:
-    return keyed_client(demo.tenant, READ, WRITE, TOOLS, name="admin-service")[0]
+    return keyed_client(demo.tenant, READ, WRITE, MANAGE, name="admin-service")[0]
 
 
 def _send(client: APIClient, method: str, name: str, body: Any) -> Response:
@@ -114,7 +114,7 @@ def test_an_operation_may_not_offer_a_disabled_tool(client: APIClient) -> None:
 def test_another_tenants_catalogue_is_neither_seen_nor_used(
     demo: DemoSeed, client: APIClient
 ) -> None:
-    outsider, _ = keyed_client(other_tenant(), READ, WRITE, TOOLS, name="globex")
+    outsider, _ = keyed_client(other_tenant(), READ, WRITE, MANAGE, name="globex")
     assert get(outsider, "/tools").json() == []
     assert get(outsider, "/tools/submit_refund").json()["enabled"] is False
     error_of(

@@ -26,16 +26,17 @@ from tests.conftest import wait_for
 from tests.engine import bundled_replies, operator, start
 from tests.factories import OperationFactory, TenantFactory, UserFactory
 from toolcalls.actors import Actor
+from toolcalls.addresses import UrlRefused
 from toolcalls.api.auth import api_key_create
 from toolcalls.models import AuditEvent, Operation, Tenant
 from toolcalls.services.audit import audit_record
+from toolcalls.signing import sign, verify_signature
 from toolcalls.states import AuditKind, OperationState
 from toolcalls.webhooks import delivery, wakeups
-from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
+from toolcalls.webhooks.addresses import webhook_url_check
 from toolcalls.webhooks.delivery import webhook_retry_delay_s, webhook_retry_due
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
 from toolcalls.webhooks.outbox import EVENT_TYPES, event_payloads, rfc3339, webhook_fanout
-from toolcalls.webhooks.signing import sign, verify_signature
 
 SECRET = "whsec-test-secret"
 D = WebhookDelivery.State
@@ -354,7 +355,7 @@ NOT_HTTP = ["ftp://hooks.example.com/", "file:///etc/passwd", "http:///no-host",
 @pytest.mark.parametrize("url", PRIVATE)
 def test_private_and_loopback_addresses_are_refused(settings: Any, url: str) -> None:
     settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = False
-    with pytest.raises(WebhookRefused, match="not a public address"):
+    with pytest.raises(UrlRefused, match="not a public address"):
         webhook_url_check(url)
     settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = True
     webhook_url_check(url)
@@ -364,7 +365,7 @@ def test_private_and_loopback_addresses_are_refused(settings: Any, url: str) -> 
 def test_only_http_and_https_are_called(settings: Any, url: str) -> None:
     for allow in (False, True):
         settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = allow
-        with pytest.raises(WebhookRefused, match="only http and https"):
+        with pytest.raises(UrlRefused, match="only http and https"):
             webhook_url_check(url)
 
 
@@ -372,7 +373,7 @@ def test_urls_with_credentials_are_refused(settings: Any) -> None:
     for allow in (False, True):
         settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = allow
         for url in ("https://user:pw@93.184.215.14/hooks", "https://user@93.184.215.14/hooks"):
-            with pytest.raises(WebhookRefused, match="user name or password"):
+            with pytest.raises(UrlRefused, match="user name or password"):
                 webhook_url_check(url)
 
 
@@ -380,7 +381,7 @@ def test_public_addresses_pass(settings: Any) -> None:
     settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE = False
     webhook_url_check("https://93.184.215.14/hooks")
     webhook_url_check("http://[2606:4700:4700::1111]:8443/hooks")
-    with pytest.raises(WebhookRefused, match="invalid URL"):
+    with pytest.raises(UrlRefused, match="invalid URL"):
         webhook_url_check("https://93.184.215.14:99999/hooks")
 
 

@@ -10,7 +10,13 @@ from django.db import models
 from toolcalls.models import Tenant
 
 #: Scopes an API key may hold.
-SCOPES = ("operations:read", "operations:write", "approvals:decide", "audit:read", "tools:write")
+SCOPES = (
+    "operations:read",
+    "operations:write",
+    "approvals:decide",
+    "audit:read",
+    "tools:manage",
+)
 
 
 def new_key_prefix() -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from toolcalls.api import views
+from toolcalls.api import remote, views
 
 urlpatterns = [
     path("operations", views.OperationsView.as_view(), name="api-operations"),
@@ -42,6 +42,28 @@ urlpatterns = [
     ),
     path("tools", views.ToolsView.as_view(), name="api-tools"),
     path("tools/<str:name>", views.ToolView.as_view(), name="api-tool"),
+    path("remote-servers", remote.RemoteServersView.as_view(), name="api-remote-servers"),
+    path("remote-servers/<str:name>", remote.RemoteServerView.as_view(), name="api-remote-server"),
+    path(
+        "remote-servers/<str:name>/discover",
+        remote.RemoteServerDiscoverView.as_view(),
+        name="api-remote-server-discover",
+    ),
+    path(
+        "remote-servers/<str:name>/tools",
+        remote.RemoteHttpToolsView.as_view(),
+        name="api-remote-http-tools",
+    ),
+    path(
+        "remote-servers/<str:name>/tools/<str:remote_name>/enable",
+        remote.RemoteToolEnableView.as_view(),
+        name="api-remote-tool-enable",
+    ),
+    path(
+        "remote-servers/<str:name>/tools/<str:remote_name>/disable",
+        remote.RemoteToolDisableView.as_view(),
+        name="api-remote-tool-disable",
+    ),
     path("health/live", views.LivenessView.as_view(), name="api-health-live"),
     path("health/ready", views.ReadinessView.as_view(), name="api-health-ready"),
 ]

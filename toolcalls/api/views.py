@@ -62,7 +62,7 @@ from toolcalls.services.operations import (
 from toolcalls.states import OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
-TOOLS_WRITE = "tools:write"
+TOOLS_MANAGE = "tools:manage"
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
 
 
@@ -665,7 +665,7 @@ class ToolView(ApiView):
     it (enabled, overrides), ``PATCH`` those given. Overrides are only ever stricter than the
     tool spec."""
 
-    scopes = {"GET": (READ,), "PUT": (TOOLS_WRITE,), "PATCH": (TOOLS_WRITE,)}
+    scopes = {"GET": (READ,), "PUT": (TOOLS_MANAGE,), "PATCH": (TOOLS_MANAGE,)}
 
     def entry(self, name: str) -> catalogue.Entry:
         found = catalogue.entry(self.key().tenant, name)

@@ -17,7 +17,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.demo.models import LedgerEntry
-from toolcalls.demo.scenario import scenario_read, scenario_store
+from toolcalls.demo.remote import served_names
+from toolcalls.demo.scenario import scenario_read, scenario_store, scenario_tools_renamed
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.errors import CallgateError
 from toolcalls.models import AuditEvent, Operation
@@ -38,9 +39,12 @@ class ScenarioTimeout(CallgateError):
 
 @dataclass(frozen=True)
 class RunOptions:
-    """``decision`` is ``"approve"``, ``"deny"`` or ``None`` (stop when parked)."""
+    """``decision`` is ``"approve"``, ``"deny"`` or ``None`` (stop when parked); ``tools`` is
+    ``local`` (the tools deployed with Callgate) or the kind of the demo's remote server
+    (``mcp``, ``http``) whose tools the operation is offered instead."""
 
     decision: str | None = None
+    tools: str = "local"
     requester: str = "requester"
     operator: str = "operator"
     subject_ref: str = CUSTOMER_REF
@@ -51,6 +55,9 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
     """Run the scenario at ``path`` on the current database; returns the operation in its final
     (terminal, escalated or parked) state. Raises ``ScenarioError`` or :class:`ScenarioTimeout`."""
     scenario = scenario_read(path)
+    names = served_names(options.tools) if options.tools != "local" else None
+    if names:
+        scenario = scenario_tools_renamed(scenario, names)
     seed = demo_seed()
     users = get_user_model().objects
     script = scenario_store(name=path.name, scenario=scenario)
@@ -63,6 +70,7 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
         input_text=scenario["input"],
         replay_script=script,
         budgets=scenario.get("budgets"),
+        tool_names=list(names.values()) if names else None,
     )
     out(f"operation {operation.public_id} started ({scenario['family']}, {path.name})")
     operator = users.get(username=options.operator)

@@ -8,6 +8,7 @@ A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each writt
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,26 @@ def scenario_store(*, name: str, scenario: dict[str, Any]) -> ReplayScript:
     return ReplayScript.objects.create(
         name=name, family=scenario["family"], model=scenario["model"], replies=scenario["replies"]
     )
+
+
+def scenario_tools_renamed(scenario: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``scenario`` whose model calls tools by other names (``names``: old → new).
+    Every family's wire format names a called tool in a ``name`` member, so each ``name``
+    whose value is a key of ``names`` is replaced."""
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                key: names.get(item, item)
+                if key == "name" and isinstance(item, str)
+                else renamed(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [renamed(item) for item in value]
+        return value
+
+    return {**scenario, "replies": renamed(scenario["replies"])}
 
 
 def bundled_path(*, family: str, name: str) -> Path:

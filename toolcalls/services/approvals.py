@@ -216,6 +216,10 @@ def _still_approved(
         arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
     )
     verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=arguments)
+    if verdict.spec is None:
+        # Approved for a tool the tenant's catalogue no longer holds (a remote tool disabled,
+        # or changed on its server since).
+        return stale, "The tool is no longer available as approved; it did not run."
     if verdict.rejected:
         return verdict.error_code, verdict.error_message
     assert verdict.spec is not None

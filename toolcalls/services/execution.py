@@ -89,10 +89,11 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
         if call.state not in (CallState.PROPOSED, CallState.APPROVED):
             return None
         spec = catalogue.tool_spec(operation, call.tool_name)
-        assert spec is not None, "dispatch only queues calls whose tool resolved"
         problem = precheck(operation, call) if precheck else None
-        if problem:
-            result = error(*problem)
+        if problem or spec is None:
+            # No spec: the tool resolved at dispatch, and the tenant's catalogue has changed
+            # since (a remote tool disabled, or changed on its server).
+            result = error(*(problem or _gone(call)))
             call_finish(step, call, to_state=CallState.REJECTED, model_result=result, actor=WORKER)
             return None
         arguments = call.arguments or {}
@@ -102,6 +103,10 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
             if not key_reserve(step, call, spec=spec, arguments=arguments):
                 return None
         return _start(step, call, spec, arguments)
+
+
+def _gone(call: ToolCall) -> tuple[str, str]:
+    return ErrorCode.UNKNOWN_TOOL, f"The tool {call.tool_name!r} is no longer available."
 
 
 def _start(step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any]) -> Claim:

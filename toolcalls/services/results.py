@@ -53,6 +53,7 @@ def tool_context(operation: Operation, call: ToolCall) -> ToolContext:
         operation_id=operation.public_id,
         provider_call_id=call.provider_call_id,
         idempotency_key=call.idempotency_key,
+        call_id=call.public_id,
     )
 
 

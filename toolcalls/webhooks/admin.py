@@ -13,6 +13,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from toolcalls.addresses import UrlRefused
 from toolcalls.admin_base import (
     FixedValuesFilter,
     JsonAdminMixin,
@@ -21,7 +22,7 @@ from toolcalls.admin_base import (
     SuperuserEditableAdminMixin,
     TenantScopedAdminMixin,
 )
-from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
+from toolcalls.webhooks.addresses import webhook_url_check
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
 from toolcalls.webhooks.outbox import EVENT_TYPES
 
@@ -43,7 +44,7 @@ class WebhookEndpointForm(forms.ModelForm):
         url: str = self.cleaned_data["url"]
         try:
             webhook_url_check(url)
-        except WebhookRefused as exc:
+        except UrlRefused as exc:
             raise forms.ValidationError(str(exc)) from exc
         except OSError:
             pass  # the name does not resolve yet: deliveries retry and record the error

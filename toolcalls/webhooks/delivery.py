@@ -36,10 +36,11 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from toolcalls.addresses import UrlRefused
+from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 from toolcalls.webhooks import wakeups
-from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
+from toolcalls.webhooks.addresses import webhook_url_check
 from toolcalls.webhooks.models import WebhookDelivery
-from toolcalls.webhooks.signing import SIGNATURE_HEADER, payload_body, sign
 
 log = logging.getLogger("callgate.webhooks")
 
@@ -140,7 +141,7 @@ def _send(claim: _Claim) -> _Outcome:
     """POST the delivery. Runs outside any transaction; never raises."""
     try:
         webhook_url_check(claim.url)
-    except WebhookRefused as exc:
+    except UrlRefused as exc:
         return _Outcome(status=None, error=str(exc)[:_ERROR_CHARS], permanent=True)
     except OSError as exc:
         return _Outcome(status=None, error=f"cannot resolve the host: {exc}"[:_ERROR_CHARS])

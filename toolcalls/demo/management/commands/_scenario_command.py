@@ -27,7 +27,9 @@ class ScenarioCommand(CallgateCommand):
         for name in ("callgate.transitions", "celery.app.trace"):
             logging.getLogger(name).setLevel(logging.WARNING)
         decision = "approve" if options["approve"] else "deny" if options["deny"] else None
-        run_options = RunOptions(decision=decision, timeout_s=options["timeout"])
+        run_options = RunOptions(
+            decision=decision, timeout_s=options["timeout"], tools=options.get("tools", "local")
+        )
         operation = scenario_run(path=path, options=run_options, out=self.stdout.write)
         if operation.final_text:
             self.stdout.write(f"model: {printable(operation.final_text)}")

@@ -1,4 +1,5 @@
-"""``manage.py demo_refund [--provider F] [--approve | --deny]``: the refund demo, headless."""
+"""``manage.py demo_refund [--provider F] [--tools local|mcp|http [--tools-url URL]]
+[--approve | --deny]``: the refund demo, headless."""
 
 from typing import Any
 
@@ -6,8 +7,13 @@ from django.core.management.base import CommandError, CommandParser
 
 from providers.families import ADAPTERS
 from toolcalls.demo.management.commands._scenario_command import ScenarioCommand
+from toolcalls.demo.remote import demo_remote_register
 from toolcalls.demo.scenario import bundled_path
+from toolcalls.demo.services import demo_seed
 from toolcalls.states import OperationState
+
+#: Where ``demo_mcp_server`` and ``demo_http_tools`` listen by default.
+DEFAULT_URLS = {"mcp": "http://127.0.0.1:8765/mcp", "http": "http://127.0.0.1:8766"}
 
 
 class Command(ScenarioCommand):
@@ -19,6 +25,18 @@ class Command(ScenarioCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--provider", default="openai_responses", choices=sorted(ADAPTERS))
+        parser.add_argument(
+            "--tools",
+            default="local",
+            choices=["local", "mcp", "http"],
+            help="where the refund tools run: in Callgate (local), or out of process on the "
+            "demo's MCP server (demo_mcp_server) or HTTP tool server (demo_http_tools)",
+        )
+        parser.add_argument(
+            "--tools-url",
+            help=f"the demo tool server (default {DEFAULT_URLS['mcp']} for mcp, "
+            f"{DEFAULT_URLS['http']} for http); registered for tenant acme when it is not yet",
+        )
         self.add_decision_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -26,6 +44,10 @@ class Command(ScenarioCommand):
         path = bundled_path(family=options["provider"], name=name)
         if not path.exists():
             raise CommandError(f"no bundled refund scenario for {options['provider']}")
+        if options["tools"] != "local":
+            demo_seed()
+            url = options["tools_url"] or DEFAULT_URLS[options["tools"]]
+            demo_remote_register(kind=options["tools"], url=url)
         decided = options["approve"] or options["deny"]
         expect = OperationState.COMPLETED if decided else OperationState.WAITING_APPROVAL
         self.run(path=path, options=options, expect=expect, as_json=False)

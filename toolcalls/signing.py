@@ -1,5 +1,6 @@
-"""Webhook signatures: ``Callgate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`` over
-``"<t>.<body>"`` keyed by the endpoint's secret, and the exact body bytes that are signed."""
+"""Signatures of what Callgate POSTs (webhooks, HTTP tools): ``Callgate-Signature:
+t=<unix seconds>,v1=<hex HMAC-SHA256>`` over ``"<t>.<body>"`` keyed by the
+receiver's secret, and the exact body bytes that are signed."""
 
 from __future__ import annotations
 

@@ -1,0 +1,83 @@
+"""The remote tools API: register a server, review its tools, enable and disable them; one
+tenant's servers are invisible to another; secrets are never returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.api.support import MANAGE, error_of, get, keyed_client, other_tenant, post
+from tests.remote.conftest import ScriptedMcp, free_port
+from toolcalls import catalogue
+from toolcalls.remote.models import RemoteEvent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+
+
+def test_register_review_enable_and_disable_an_mcp_server(
+    demo: Any, scripted_mcp: ScriptedMcp
+) -> None:
+    scripted_mcp.script([{"name": "lookup", "description": "Find", "inputSchema": SCHEMA}])
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    body = {"name": "shop", "kind": "mcp", "url": scripted_mcp.url, "headers": {"X-Key": "s3"}}
+    created = post(client, "/remote-servers", body)
+    assert created.status_code == 201, created.content
+    server = created.json()
+    assert server["header_names"] == ["X-Key"] and "s3" not in created.content.decode()
+    (tool,) = server["tools"]
+    assert (tool["name"], tool["enabled"], tool["problem"]) == ("shop__lookup", False, "")
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    enabled = post(client, "/remote-servers/shop/tools/lookup/enable", review)
+    assert enabled.status_code == 200, enabled.content
+    assert enabled.json()["pinned_sha256"] == tool["served_sha256"]
+    assert "shop__lookup" in catalogue.tool_names(demo.tenant)
+    event = RemoteEvent.objects.get(kind="tool_enabled")
+    assert event.actor == "service:svc"
+    assert post(client, "/remote-servers/shop/discover").status_code == 200
+    disabled = post(client, "/remote-servers/shop/tools/lookup/disable")
+    assert disabled.json()["enabled"] is False
+    assert "shop__lookup" not in catalogue.tool_names(demo.tenant)
+    assert [s["name"] for s in get(client, "/remote-servers").json()] == ["shop"]
+
+
+def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    body = {"name": "ledger", "kind": "http", "signing_secret": "s"}
+    assert post(client, "/remote-servers", body).status_code == 201
+    tool = {"name": "pay", "input_schema": SCHEMA, "url": "http://127.0.0.1:9/pay"}
+    created = post(client, "/remote-servers/ledger/tools", tool)
+    assert created.status_code == 201, created.content
+    assert created.json()["name"] == "ledger__pay"
+    review = {"risk": "write", "timeout_ms": 2000, "approval": "always"}
+    refused = error_of(
+        post(client, "/remote-servers/ledger/tools/pay/enable", review), 400, "invalid_review"
+    )
+    assert "key_arguments" in refused["message"]
+    bad = {**tool, "input_schema": {"type": "object", "properties": {"a": {"type": 7}}}}
+    error_of(post(client, "/remote-servers/ledger/tools", bad), 400, "invalid_tool")
+
+
+def test_refusals_are_clear_4xx(demo: Any) -> None:
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    down = {"name": "shop", "kind": "mcp", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    error_of(post(client, "/remote-servers", down), 422, "server_unreachable")
+    error_of(post(client, "/remote-servers", {**down, "name": "Bad Name"}), 400, "invalid_server")
+    error_of(post(client, "/remote-servers", {**down, "extra": 1}), 400, "invalid_request")
+    error_of(get(client, "/remote-servers/shop"), 404, "not_found")
+    reader, _ = keyed_client(demo.tenant, "operations:read", name="reader")
+    error_of(get(reader, "/remote-servers"), 403, "forbidden")
+
+
+def test_another_tenants_servers_are_invisible(demo: Any, scripted_mcp: ScriptedMcp) -> None:
+    scripted_mcp.script([{"name": "lookup", "inputSchema": SCHEMA}])
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    body = {"name": "shop", "kind": "mcp", "url": scripted_mcp.url}
+    assert post(client, "/remote-servers", body).status_code == 201
+    theirs, _ = keyed_client(other_tenant(), MANAGE, name="theirs")
+    assert get(theirs, "/remote-servers").json() == []
+    error_of(get(theirs, "/remote-servers/shop"), 404, "not_found")
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    error_of(post(theirs, "/remote-servers/shop/tools/lookup/enable", review), 404, "not_found")

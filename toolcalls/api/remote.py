@@ -1,0 +1,218 @@
+"""Remote tools API (``/api/v1/remote-servers``): register a tenant's MCP servers and HTTP tools,
+list what they serve for review, enable and disable tools. Thin views over
+:mod:`toolcalls.remote.services`; every endpoint needs the ``tools:manage`` scope and sees only
+the key's tenant. Secrets (header values, the signing secret) are accepted, never returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from toolcalls.api import examples
+from toolcalls.api.idempotency import idempotent
+from toolcalls.api.serializers import StrictSerializer
+from toolcalls.api.views import ERRORS, TOOLS_MANAGE, ApiView
+from toolcalls.registry import RISKS
+from toolcalls.remote import rules
+from toolcalls.remote.models import RemoteServer, RemoteTool
+from toolcalls.remote.services import (
+    HttpToolForm,
+    Review,
+    ServerForm,
+    remote_http_tool_register,
+    remote_server_discover,
+    remote_server_register,
+    remote_tool_disable,
+    remote_tool_enable,
+)
+
+
+class RemoteToolSerializer(serializers.ModelSerializer):
+    """A tool as served and as reviewed; ``changed``: the server serves another revision than
+    the one enabled; ``problem``: why it cannot be enabled."""
+
+    changed = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = RemoteTool
+        fields = (
+            "name", "remote_name", "description", "input_schema", "annotations",
+            "served_sha256", "pinned_sha256", "changed", "problem", "enabled", "risk",
+            "timeout_ms", "approval", "approval_condition", "key_context", "key_arguments",
+            "url", "reconcile_url", "updated_at",
+        )  # fmt: skip
+
+
+class RemoteServerSerializer(serializers.ModelSerializer):
+    """A server: header names only (their values are secrets), and its tools."""
+
+    header_names = serializers.SerializerMethodField()
+    tools = RemoteToolSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = RemoteServer
+        fields = ("name", "kind", "url", "command", "header_names", "created_at", "tools")
+
+    def get_header_names(self, server: RemoteServer) -> list[str]:
+        return sorted(server.headers)
+
+
+class ServerCreateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=30)
+    kind = serializers.ChoiceField(choices=RemoteServer.Kind.values)
+    url = serializers.URLField(max_length=500, required=False, default="")
+    command = serializers.ListField(
+        child=serializers.CharField(max_length=500), required=False, default=list, max_length=50
+    )
+    headers = serializers.DictField(
+        child=serializers.CharField(max_length=2000), required=False, default=dict
+    )
+    signing_secret = serializers.CharField(max_length=100, required=False, default="")
+
+
+class HttpToolCreateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=128)
+    description = serializers.CharField(max_length=10_000, allow_blank=True, default="")
+    input_schema = serializers.DictField()
+    url = serializers.URLField(max_length=500)
+    reconcile_url = serializers.URLField(max_length=500, required=False, default="")
+
+
+class ReviewSerializer(StrictSerializer):
+    risk = serializers.ChoiceField(choices=list(RISKS))
+    timeout_ms = serializers.IntegerField(min_value=1)
+    approval = serializers.ChoiceField(choices=RemoteTool.Approval.values)
+    approval_condition = serializers.CharField(max_length=200, required=False, default="")
+    key_context = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(rules.KEY_CONTEXT_FIELDS)),
+        required=False,
+        default=list,
+    )
+    key_arguments = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, default=list, max_length=50
+    )
+
+
+class RemoteApiView(ApiView):
+    scopes = {"GET": (TOOLS_MANAGE,), "POST": (TOOLS_MANAGE,)}
+
+    def servers(self) -> Any:
+        return RemoteServer.objects.filter(tenant=self.key().tenant).prefetch_related("tools")
+
+    def server(self, name: str) -> RemoteServer:
+        return get_object_or_404(self.servers(), name=name)
+
+    def tool(self, name: str, remote_name: str) -> RemoteTool:
+        return get_object_or_404(self.server(name).tools, remote_name=remote_name)
+
+    def server_response(self, name: str, code: int = status.HTTP_200_OK) -> Response:
+        return Response(RemoteServerSerializer(self.server(name)).data, status=code)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteServersView(RemoteApiView):
+    """The tenant's remote servers, or register one (an MCP server's tools are listed for
+    review; none is enabled)."""
+
+    @extend_schema(
+        summary="List remote servers", responses={200: RemoteServerSerializer(many=True), **ERRORS}
+    )
+    def get(self, request: Request) -> Response:
+        servers = self.servers().order_by("name")
+        return Response(RemoteServerSerializer(servers, many=True).data)
+
+    @extend_schema(
+        summary="Register a remote server",
+        request=ServerCreateSerializer,
+        responses={201: RemoteServerSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        form = ServerForm(**self.validated(ServerCreateSerializer))
+        server = remote_server_register(tenant=self.key().tenant, form=form, actor=self.actor())
+        return self.server_response(server.name, status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteServerView(RemoteApiView):
+    """One server and its tools."""
+
+    @extend_schema(summary="A remote server", responses={200: RemoteServerSerializer, **ERRORS})
+    def get(self, request: Request, name: str) -> Response:
+        return self.server_response(name)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteServerDiscoverView(RemoteApiView):
+    """List an MCP server's tools again; a tool served in a new revision is disabled until it
+    is enabled again."""
+
+    @extend_schema(
+        summary="List an MCP server's tools again",
+        request=None,
+        responses={200: RemoteServerSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, name: str) -> Response:
+        remote_server_discover(server_pk=self.server(name).pk, actor=self.actor())
+        return self.server_response(name)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteHttpToolsView(RemoteApiView):
+    """Register (or change) an HTTP tool of an HTTP server; it awaits review."""
+
+    @extend_schema(
+        summary="Register an HTTP tool",
+        request=HttpToolCreateSerializer,
+        responses={201: RemoteToolSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, name: str) -> Response:
+        form = HttpToolForm(**self.validated(HttpToolCreateSerializer))
+        server = self.server(name)
+        tool = remote_http_tool_register(server_pk=server.pk, form=form, actor=self.actor())
+        return Response(RemoteToolSerializer(tool).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteToolEnableView(RemoteApiView):
+    """Enable the tool's served revision (pinning it) with the review's settings."""
+
+    @extend_schema(
+        summary="Enable a remote tool",
+        request=ReviewSerializer,
+        responses={200: RemoteToolSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, name: str, remote_name: str) -> Response:
+        review = Review(**self.validated(ReviewSerializer))
+        tool = self.tool(name, remote_name)
+        tool = remote_tool_enable(tool_pk=tool.pk, review=review, actor=self.actor())
+        return Response(RemoteToolSerializer(tool).data)
+
+
+@extend_schema(tags=["remote tools"])
+class RemoteToolDisableView(RemoteApiView):
+    """Take the tool out of the tenant's catalogue."""
+
+    @extend_schema(
+        summary="Disable a remote tool",
+        request=None,
+        responses={200: RemoteToolSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, name: str, remote_name: str) -> Response:
+        tool = remote_tool_disable(tool_pk=self.tool(name, remote_name).pk, actor=self.actor())
+        return Response(RemoteToolSerializer(tool).data)

@@ -1,0 +1,340 @@
+"""Talking to remote tools: MCP servers through the official ``mcp`` SDK, HTTP tools through
+``requests``. No ORM here; the callers pass what a request needs.
+
+Every failure is one of three kinds, because what Callgate may do next depends on it:
+:class:`RemoteUnavailable` (nothing that could take effect was sent: the address is refused,
+nobody answers, the server refused the request before running anything), :class:`RemoteLost`
+(the request may have reached the tool and the answer was lost: a timeout, a dropped
+connection, a 5xx) and :class:`RemoteBadReply` (an answer came back that cannot be used: not
+JSON, larger than ``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
+
+The engine is synchronous: each MCP exchange runs its own event loop (``anyio.run``) in the
+calling thread. Celery's workers and the in-process worker's threads run no loop of their own,
+so this is safe in both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types
+import requests
+from django.conf import settings
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from urllib3.exceptions import NewConnectionError
+
+from toolcalls.addresses import UrlRefused, url_check
+from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
+
+T = TypeVar("T")
+
+
+class RemoteUnavailable(Exception):
+    """Nothing that could take effect was sent; the message says why (safe to show)."""
+
+
+class RemoteLost(Exception):
+    """The request may have reached the tool; whether it took effect is unknown."""
+
+
+class RemoteBadReply(Exception):
+    """The tool answered with something that cannot be used."""
+
+
+class RemoteRefused(Exception):
+    """The tool refused the request before any effect, with a machine-readable ``code``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a server is: ``url`` (streamable HTTP) or ``command`` (stdio argv), and the
+    ``headers`` sent with every HTTP request."""
+
+    url: str = ""
+    command: Sequence[str] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """One tool as a server lists it: MCP ``name``, ``description``, ``inputSchema`` and
+    ``annotations`` (camelCase keys as on the wire)."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+
+
+def address_check(address: Address) -> None:
+    """Raise :class:`RemoteUnavailable` unless ``address`` may be called: a URL passes the
+    address rules (:mod:`toolcalls.addresses`, private addresses only where
+    ``CALLGATE_REMOTE_ALLOW_PRIVATE`` says so), a command only where
+    ``CALLGATE_REMOTE_ALLOW_STDIO`` says so."""
+    if address.command:
+        if not settings.CALLGATE_REMOTE_ALLOW_STDIO:
+            raise RemoteUnavailable("MCP servers over stdio are not allowed here")
+        return
+    try:
+        url_check(address.url, allow_private=settings.CALLGATE_REMOTE_ALLOW_PRIVATE)
+    except UrlRefused as exc:
+        raise RemoteUnavailable(str(exc)) from exc
+    except OSError as exc:
+        raise RemoteUnavailable(f"cannot resolve the host: {exc}") from exc
+
+
+# --- MCP ----------------------------------------------------------------------------------------
+
+
+def mcp_list_tools(address: Address, *, timeout_s: float) -> list[ServedTool]:
+    """Every tool the MCP server at ``address`` lists (all pages). Raises
+    :class:`RemoteUnavailable` (the server cannot be reached or does not answer within
+    ``timeout_s`` seconds) or :class:`RemoteBadReply`."""
+
+    async def exchange(client: Client, _phase: _Phase) -> list[ServedTool]:
+        return await _listing(client)
+
+    return _mcp(address, timeout_s, exchange)
+
+
+def mcp_call_tool(
+    address: Address,
+    *,
+    name: str,
+    arguments: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    proceed: Callable[[ServedTool | None], bool],
+    timeout_s: float,
+) -> tuple[ServedTool | None, mcp_types.CallToolResult | None]:
+    """In one session: list the tools, ask ``proceed`` whether ``name`` as served now (``None``:
+    not listed) may be called, and if so call it with ``arguments`` and ``meta`` (the request's
+    ``_meta``). Returns (the tool as served, the result or ``None`` when not called);
+    ``proceed`` runs inside the session's event loop, so it must not touch the database.
+    Raises :class:`RemoteUnavailable` before the call is sent, :class:`RemoteRefused` (a
+    JSON-RPC error: the server ran nothing), :class:`RemoteLost` once it may have been sent
+    (including a timeout: the whole exchange gets ``timeout_s`` seconds),
+    :class:`RemoteBadReply`."""
+
+    async def exchange(
+        client: Client, phase: _Phase
+    ) -> tuple[ServedTool | None, mcp_types.CallToolResult | None]:
+        served = {tool.name: tool for tool in await _listing(client)}.get(name)
+        if not proceed(served):
+            return served, None
+        phase.sent = True
+        result = await client.call_tool(name, dict(arguments), meta=dict(meta))  # type: ignore[arg-type]
+        return served, result
+
+    return _mcp(address, timeout_s, exchange)
+
+
+async def _listing(client: Client) -> list[ServedTool]:
+    tools: list[ServedTool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose pages never end cannot hang Callgate
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        for tool in page.tools:
+            wire = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+            tools.append(
+                ServedTool(
+                    name=tool.name,
+                    description=tool.description or "",
+                    input_schema=wire.get("inputSchema", {}),
+                    annotations=wire.get("annotations", {}),
+                )
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+    raise RemoteBadReply("the server's tool listing did not end after 100 pages")
+
+
+class _Phase:
+    """Whether the exchange got past the point where a request could take effect."""
+
+    sent = False
+
+
+def _mcp(
+    address: Address, timeout_s: float, exchange: Callable[[Client, _Phase], Awaitable[T]]
+) -> T:
+    address_check(address)
+    phase = _Phase()
+
+    async def session() -> T:
+        with anyio.fail_after(timeout_s):
+            async with (
+                httpx2.AsyncClient(
+                    headers=dict(address.headers), timeout=timeout_s, follow_redirects=False
+                ) as http,
+                Client(_transport(address, http), cache=None) as client,
+            ):
+                return await exchange(client, phase)
+
+    return _classified(lambda: anyio.run(session), phase)
+
+
+def _transport(address: Address, http: httpx2.AsyncClient) -> Any:
+    if address.command:
+        command = list(address.command)
+        return stdio_client(StdioServerParameters(command=command[0], args=command[1:]))
+    return streamable_http_client(address.url, http_client=http)
+
+
+def _classified(run: Callable[[], T], phase: _Phase) -> T:
+    """Run ``run`` and map what it raises (the SDK wraps transport errors in exception groups)
+    onto the kinds of failure."""
+    try:
+        return run()
+    except Exception as exc:
+        leaf = _leaf(exc)
+        if isinstance(leaf, RemoteUnavailable | RemoteBadReply | RemoteRefused | RemoteLost):
+            raise leaf from exc
+        if isinstance(leaf, MCPError):
+            message = f"the MCP server refused the request: {leaf}"
+            raise RemoteRefused("TOOL_REFUSED", message) from exc
+        detail = "no answer in time" if isinstance(leaf, TimeoutError) else _name(leaf)
+        if phase.sent:
+            raise RemoteLost(f"the answer to the call was lost: {detail}") from exc
+        raise RemoteUnavailable(f"cannot use the MCP server: {detail}") from exc
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _name(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+
+def http_post(
+    url: str,
+    *,
+    body: Mapping[str, Any],
+    key: str,
+    secret: str,
+    headers: Mapping[str, str],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """POST ``body`` (compact sorted JSON) to an HTTP tool with ``Idempotency-Key: key`` (none
+    for a read tool's empty key) and a
+    ``Callgate-Signature`` made with ``secret``; returns the 2xx reply's JSON object. Raises
+    :class:`RemoteUnavailable` (address refused, no connection), :class:`RemoteRefused` (a 4xx:
+    ``{"error": {"code", "message"}}``, else ``HTTP_<status>``), :class:`RemoteLost` (timeout,
+    dropped connection, 5xx), :class:`RemoteBadReply` (not a JSON object, too large)."""
+    address_check(Address(url=url))
+    raw = payload_body(dict(body))
+    signed = {
+        **headers,
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(secret=secret, body=raw, timestamp=int(time.time())),
+        **({"Idempotency-Key": key} if key else {}),
+    }
+    status, reply = _http(
+        lambda: requests.post(url, data=raw, headers=signed, timeout=timeout_s, **_NO_FOLLOW)
+    )
+    if 200 <= status < 300:
+        return _json_object(reply)
+    if 400 <= status < 500:
+        raise _refusal(status, reply)
+    if status >= 500:
+        raise RemoteLost(f"the tool answered HTTP {status}")
+    raise RemoteBadReply(f"the tool answered HTTP {status}")
+
+
+def http_get(
+    url: str,
+    *,
+    key: str,
+    tenant_ref: str,
+    secret: str,
+    headers: Mapping[str, str],
+    timeout_s: float,
+) -> tuple[int, dict[str, Any] | None]:
+    """GET ``url?idempotency_key=<key>&tenant_ref=<tenant>`` with ``Idempotency-Key: key``,
+    signed over the key; returns (status, the reply's JSON object or ``None``). Raises what
+    :func:`http_post` raises for a failed exchange."""
+    address_check(Address(url=url))
+    signed = {
+        **headers,
+        "Idempotency-Key": key,
+        SIGNATURE_HEADER: sign(secret=secret, body=key.encode(), timestamp=int(time.time())),
+    }
+    params = {"idempotency_key": key, "tenant_ref": tenant_ref}
+    status, reply = _http(
+        lambda: requests.get(url, params=params, headers=signed, timeout=timeout_s, **_NO_FOLLOW)
+    )
+    try:
+        return status, _json_object(reply)
+    except RemoteBadReply:
+        return status, None
+
+
+#: No redirects: one could point at an address the address rules refuse.
+_NO_FOLLOW: dict[str, Any] = {"allow_redirects": False, "stream": True}
+
+
+def _http(send: Callable[[], requests.Response]) -> tuple[int, bytes]:
+    """(status, body) of one exchange; the body read up to the reply limit."""
+    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
+    try:
+        with send() as response:
+            body = response.raw.read(limit + 1, decode_content=True)
+            status = response.status_code
+    except requests.ConnectionError as exc:
+        if isinstance(exc, requests.ConnectTimeout) or _refused(exc):
+            raise RemoteUnavailable(f"cannot reach the tool: {exc}") from exc
+        raise RemoteLost(f"the connection failed: {exc}") from exc
+    except requests.Timeout as exc:
+        raise RemoteLost("no answer within the tool's timeout") from exc
+    except (requests.RequestException, OSError) as exc:
+        raise RemoteLost(f"{type(exc).__name__}: {exc}") from exc
+    if len(body) > limit:
+        raise RemoteBadReply(f"the reply is larger than {limit} bytes")
+    return status, body
+
+
+def _refused(exc: requests.ConnectionError) -> bool:
+    """Whether the connection was never made, so nothing was sent (urllib3 says so with a
+    ``NewConnectionError``, name resolution failures included, as the retry error's reason)."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, NewConnectionError)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError as exc:
+        raise RemoteBadReply("the reply is not JSON") from exc
+    if not isinstance(value, dict):
+        raise RemoteBadReply("the reply is not a JSON object")
+    return value
+
+
+def _refusal(status: int, body: bytes) -> RemoteRefused:
+    try:
+        problem = _json_object(body).get("error")
+    except RemoteBadReply:
+        problem = None
+    if isinstance(problem, dict) and isinstance(problem.get("code"), str) and problem["code"]:
+        return RemoteRefused(problem["code"][:80], str(problem.get("message", ""))[:500])
+    return RemoteRefused(f"HTTP_{status}", f"the tool refused the request (HTTP {status})")

@@ -1,0 +1,100 @@
+"""The rules a remote tool is reviewed and named by; pure functions, no I/O.
+
+- Model-facing name: ``<server name>__<served name>`` (server names are ``[a-z][a-z0-9-]{0,29}``,
+  so the first ``__`` separates them); it must satisfy every provider's tool-name rule
+  (``providers.adapter.PLAIN_TOOL_NAME``) and name no tool deployed with Callgate.
+- Revision: SHA-256 of the RFC 8785 canonical JSON of the served name, description, input
+  schema and annotations; any change to them is a new revision that needs enabling.
+- Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object;
+  Callgate validates arguments against it with unknown fields rejected
+  (``additionalProperties: false`` at the top level, whatever the server says).
+- Approval condition: ``<argument> <op> <integer>`` with ``op`` one of ``> >= < <= == !=``,
+  on a top-level argument the schema declares.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from providers.adapter import PLAIN_TOOL_NAME
+from toolcalls.binding import digest
+from toolcalls.remote.clients import ServedTool
+
+SERVER_NAME = re.compile(r"[a-z][a-z0-9-]{0,29}")
+NAME_SEPARATOR = "__"
+#: Trusted context fields an idempotency key may be formed from (never model output).
+KEY_CONTEXT_FIELDS = ("tenant_ref", "subject_ref", "operation_id")
+_CONDITION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*(-?[0-9]{1,15})\s*")
+OPERATORS: Mapping[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def model_name(server_name: str, remote_name: str) -> str:
+    """The name the model calls a served tool by."""
+    return f"{server_name}{NAME_SEPARATOR}{remote_name}"
+
+
+def served_sha256(served: ServedTool) -> str:
+    """The served revision's digest (hex SHA-256)."""
+    return digest(
+        {
+            "name": served.name,
+            "description": served.description,
+            "input_schema": served.input_schema,
+            "annotations": served.annotations,
+        }
+    )
+
+
+def served_problem(served: ServedTool, *, server_name: str) -> str:
+    """Why the served revision cannot be enabled, or ``""``."""
+    name = model_name(server_name, served.name)
+    if not PLAIN_TOOL_NAME.fullmatch(name):
+        return f"{name!r} is not a name a model may call: [A-Za-z0-9_-], at most 64 characters"
+    schema = served.input_schema
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        return f"the input schema is not valid JSON Schema: {exc.message}"
+    if schema.get("type") != "object":
+        return "the input schema must describe an object"
+    return ""
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema Callgate validates arguments with: the served one, unknown fields rejected."""
+    return {**schema, "additionalProperties": False}
+
+
+def condition_parse(text: str) -> tuple[str, str, int]:
+    """``"amount_cents > 2500"`` → ``("amount_cents", ">", 2500)``; ``ValueError`` otherwise."""
+    match = _CONDITION.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            "write the condition as '<argument> <op> <integer>', op one of " + " ".join(OPERATORS)
+        )
+    return match.group(1), match.group(2), int(match.group(3))
+
+
+def condition_reason(text: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` need approval under the condition ``text``, or ``None``. A value that
+    is not a number needs approval: the condition cannot clear it."""
+    field, op, limit = condition_parse(text)
+    value = arguments.get(field)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"{field} is not a number, so the condition {text!r} cannot clear it"
+    if OPERATORS[op](value, limit):
+        return f"{field} {value} {op} {limit}"
+    return None

@@ -1,0 +1,319 @@
+"""Every write to remote servers and tools: register, discover, review, notice a change.
+
+Each write is one transaction that locks the server row (so discovery, a change noticed by a
+call and an administrator's review of the same server are serialised) and appends a
+:class:`~toolcalls.remote.models.RemoteEvent`. Talking to a server happens before the
+transaction, never inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from toolcalls import registry
+from toolcalls.actors import Actor
+from toolcalls.errors import CallgateError
+from toolcalls.models import Tenant
+from toolcalls.registry import RISKS
+from toolcalls.remote import rules
+from toolcalls.remote.clients import (
+    Address,
+    RemoteUnavailable,
+    ServedTool,
+    address_check,
+    mcp_list_tools,
+)
+from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
+
+#: Seconds allowed to list a server's tools.
+DISCOVERY_TIMEOUT_S = 10.0
+#: ``RemoteTool.problem`` of a tool its server no longer lists.
+GONE = "no longer served by the server"
+#: The longest timeout an administrator may give a remote tool, in milliseconds.
+MAX_TIMEOUT_MS = 120_000
+
+
+class RemoteError(CallgateError):
+    """A remote server or tool request Callgate refuses. Codes: ``invalid_server``,
+    ``server_exists``, ``server_unreachable``, ``invalid_tool``, ``invalid_review``."""
+
+
+def server_address(server: RemoteServer) -> Address:
+    """Where ``server`` is, for :mod:`toolcalls.remote.clients`."""
+    return Address(url=server.url, command=tuple(server.command), headers=dict(server.headers))
+
+
+@dataclass(frozen=True)
+class ServerForm:
+    """What registering a server takes: ``name`` (prefix of its tools' names), ``kind``
+    (``mcp``/``http``), ``url`` or ``command`` (MCP: one of them; HTTP: neither, each tool has
+    its own URL), ``headers`` sent with every request, ``signing_secret`` (HTTP tools)."""
+
+    name: str
+    kind: str
+    url: str = ""
+    command: Sequence[str] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    signing_secret: str = ""
+
+
+def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) -> RemoteServer:
+    """Register a server for ``tenant``; an MCP server's tools are listed first (nothing is
+    saved when it cannot be reached) and stored for review, none enabled. Raises
+    :class:`RemoteError` (``invalid_server``, ``server_exists``, ``server_unreachable``)."""
+    _server_form_check(form)
+    address = Address(url=form.url, command=tuple(form.command), headers=dict(form.headers))
+    listing = _list(address) if form.kind == RemoteServer.Kind.MCP else []
+    with transaction.atomic(durable=True):
+        if RemoteServer.objects.filter(tenant=tenant, name=form.name).exists():
+            raise RemoteError("server_exists", f"{tenant.slug} already has a server {form.name}")
+        server = RemoteServer.objects.create(
+            tenant=tenant,
+            name=form.name,
+            kind=form.kind,
+            url=form.url,
+            command=list(form.command),
+            headers=dict(form.headers),
+            signing_secret=form.signing_secret,
+        )
+        _event(server, None, RemoteEvent.Kind.SERVER_REGISTERED, actor, {"kind": form.kind})
+        _listing_record(server, listing, actor)
+    return server
+
+
+def _server_form_check(form: ServerForm) -> None:
+    problem = ""
+    if not rules.SERVER_NAME.fullmatch(form.name):
+        problem = "the name must match [a-z][a-z0-9-]{0,29}"
+    elif form.kind not in RemoteServer.Kind.values:
+        problem = f"kind must be one of {RemoteServer.Kind.values}"
+    elif form.kind == RemoteServer.Kind.MCP and bool(form.url) == bool(form.command):
+        problem = "an MCP server has a url or a command, not both"
+    elif form.kind == RemoteServer.Kind.HTTP and (form.url or form.command):
+        problem = "HTTP tools name their own URLs; the server has none"
+    elif not all(isinstance(v, str) for v in [*form.headers, *form.headers.values()]):
+        problem = "headers are names and values, both strings"
+    if problem:
+        raise RemoteError("invalid_server", problem)
+
+
+def _list(address: Address) -> list[ServedTool]:
+    try:
+        return mcp_list_tools(address, timeout_s=DISCOVERY_TIMEOUT_S)
+    except RemoteUnavailable as exc:
+        raise RemoteError("server_unreachable", f"the MCP server cannot be used: {exc}") from exc
+    except Exception as exc:  # a server that answers nonsense is as unusable as a silent one
+        message = f"the MCP server's tool listing cannot be used: {type(exc).__name__}: {exc}"
+        raise RemoteError("server_unreachable", message) from exc
+
+
+def remote_server_discover(*, server_pk: int, actor: Actor) -> list[RemoteTool]:
+    """List an MCP server's tools again and record what changed (new tools, new revisions —
+    which disable the tool until it is enabled again — and tools no longer served). Returns
+    the server's tools. Raises :class:`RemoteError` (``server_unreachable``,
+    ``invalid_server`` for an HTTP server)."""
+    server = RemoteServer.objects.get(pk=server_pk)
+    if server.kind != RemoteServer.Kind.MCP:
+        raise RemoteError("invalid_server", "only MCP servers list their tools")
+    listing = _list(server_address(server))
+    with transaction.atomic(durable=True):
+        server = RemoteServer.objects.select_for_update().get(pk=server_pk)
+        _listing_record(server, listing, actor)
+    return list(server.tools.order_by("name"))
+
+
+def _listing_record(server: RemoteServer, listing: Iterable[ServedTool], actor: Actor) -> None:
+    served = {tool.name: tool for tool in listing}
+    for name, tool in served.items():
+        _observe(server, name, tool, actor)
+    for gone in server.tools.exclude(remote_name__in=list(served)):
+        _observe(server, gone.remote_name, None, actor)
+
+
+def remote_tool_observe(*, tool_pk: int, served: ServedTool | None, actor: Actor) -> None:
+    """Record how a call found the tool served (``None``: no longer listed); a new revision
+    disables it until an administrator enables it again."""
+    with transaction.atomic(durable=True):
+        tool = RemoteTool.objects.select_related("server").get(pk=tool_pk)
+        server = RemoteServer.objects.select_for_update().get(pk=tool.server_id)
+        _observe(server, tool.remote_name, served, actor)
+
+
+def _observe(server: RemoteServer, name: str, served: ServedTool | None, actor: Actor) -> None:
+    """Bring the row of ``name`` in line with ``served``; the server row is locked."""
+    tool = server.tools.filter(remote_name=name).first()
+    if served is None:
+        if tool is not None and tool.problem != GONE:
+            _tool_save(tool, enabled=False, problem=GONE)
+            _event(server, tool, RemoteEvent.Kind.TOOL_GONE, actor, {})
+        return
+    sha = rules.served_sha256(served)
+    if tool is not None and tool.served_sha256 == sha and tool.problem != GONE:
+        return
+    kind = RemoteEvent.Kind.TOOL_DISCOVERED if tool is None else RemoteEvent.Kind.TOOL_CHANGED
+    tool = tool or RemoteTool(tenant_id=server.tenant_id, server=server, remote_name=name)
+    tool.name = rules.model_name(server.name, name)
+    tool.description = served.description
+    tool.input_schema = dict(served.input_schema)
+    tool.annotations = dict(served.annotations)
+    tool.served_sha256 = sha
+    if kind == RemoteEvent.Kind.TOOL_DISCOVERED:
+        _prefill(tool)
+    _tool_save(tool, enabled=False, problem=rules.served_problem(served, server_name=server.name))
+    _event(server, tool, kind, actor, {"served_sha256": sha, "pinned_sha256": tool.pinned_sha256})
+
+
+def _prefill(tool: RemoteTool) -> None:
+    """MCP annotations suggest a risk for the review; they never enable anything."""
+    hints = tool.annotations
+    if hints.get("readOnlyHint"):
+        tool.risk = "read"
+    elif hints.get("destructiveHint", True):
+        tool.risk = "irreversible"
+    else:
+        tool.risk = "write"
+
+
+def _tool_save(tool: RemoteTool, *, enabled: bool, problem: str) -> None:
+    tool.enabled = enabled
+    tool.problem = problem
+    tool.save()
+
+
+def _event(
+    server: RemoteServer,
+    tool: RemoteTool | None,
+    kind: str,
+    actor: Actor,
+    details: Mapping[str, Any],
+) -> None:
+    RemoteEvent.objects.create(
+        tenant_id=server.tenant_id,
+        server=server,
+        tool=tool,
+        kind=kind,
+        actor=actor.audit_name,
+        details=dict(details),
+    )
+
+
+@dataclass(frozen=True)
+class HttpToolForm:
+    """An HTTP tool: its ``name`` (after the server's prefix), ``description``,
+    ``input_schema`` (JSON Schema of the arguments object), ``url`` it is POSTed to and an
+    optional ``reconcile_url`` asked with the idempotency key after a lost answer."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    url: str
+    reconcile_url: str = ""
+
+
+def remote_http_tool_register(*, server_pk: int, form: HttpToolForm, actor: Actor) -> RemoteTool:
+    """Register (or change: a new revision, disabled until enabled again) an HTTP tool of an
+    HTTP server. Raises :class:`RemoteError` (``invalid_server``, ``invalid_tool``)."""
+    served = ServedTool(form.name, form.description, dict(form.input_schema), {})
+    with transaction.atomic(durable=True):
+        server = RemoteServer.objects.select_for_update().get(pk=server_pk)
+        if server.kind != RemoteServer.Kind.HTTP:
+            raise RemoteError("invalid_server", "HTTP tools belong to an HTTP server")
+        problem = rules.served_problem(served, server_name=server.name) or _urls_problem(form)
+        if problem:
+            raise RemoteError("invalid_tool", problem)
+        _observe(server, form.name, served, actor)
+        tool = server.tools.get(remote_name=form.name)
+        tool.url, tool.reconcile_url = form.url, form.reconcile_url
+        tool.save(update_fields=["url", "reconcile_url", "updated_at"])
+    return tool
+
+
+def _urls_problem(form: HttpToolForm) -> str:
+    for url in filter(None, (form.url, form.reconcile_url)):
+        try:
+            address_check(Address(url=url))
+        except RemoteUnavailable as exc:
+            return str(exc)
+    return "" if form.url else "an HTTP tool needs a url"
+
+
+@dataclass(frozen=True)
+class Review:
+    """An administrator's settings for a tool: ``risk`` (read/write/irreversible),
+    ``timeout_ms``, ``approval`` (never/always/condition) with ``approval_condition``, and the
+    idempotency-key form (``key_context`` among :data:`rules.KEY_CONTEXT_FIELDS`,
+    ``key_arguments``: top-level argument names; side-effecting tools need at least one)."""
+
+    risk: str
+    timeout_ms: int
+    approval: str
+    approval_condition: str = ""
+    key_context: Sequence[str] = ()
+    key_arguments: Sequence[str] = ()
+
+
+def remote_tool_enable(*, tool_pk: int, review: Review, actor: Actor) -> RemoteTool:
+    """Enable the tool's served revision (pinning it) with ``review``'s settings. Raises
+    :class:`RemoteError` (``invalid_tool``: it cannot be enabled; ``invalid_review``)."""
+    with transaction.atomic(durable=True):
+        tool = RemoteTool.objects.select_related("server").get(pk=tool_pk)
+        server = RemoteServer.objects.select_for_update().get(pk=tool.server_id)
+        tool.refresh_from_db()
+        if tool.problem or registry.get(tool.name) is not None:
+            problem = tool.problem or f"{tool.name} is the name of a tool deployed with Callgate"
+            raise RemoteError("invalid_tool", problem)
+        _review_check(tool, review)
+        for name in ("risk", "timeout_ms", "approval", "approval_condition"):
+            setattr(tool, name, getattr(review, name))
+        tool.key_context, tool.key_arguments = list(review.key_context), list(review.key_arguments)
+        tool.pinned_sha256 = tool.served_sha256
+        _tool_save(tool, enabled=True, problem="")
+        details = {"pinned_sha256": tool.pinned_sha256, **review.__dict__}
+        _event(server, tool, RemoteEvent.Kind.TOOL_ENABLED, actor, details)
+    return tool
+
+
+def _review_check(tool: RemoteTool, review: Review) -> None:
+    properties = tool.input_schema.get("properties") or {}
+    problem = ""
+    if review.risk not in RISKS:
+        problem = f"risk must be one of {list(RISKS)}"
+    elif not 0 < review.timeout_ms <= MAX_TIMEOUT_MS:
+        problem = f"timeout_ms must be between 1 and {MAX_TIMEOUT_MS}"
+    elif review.approval not in RemoteTool.Approval.values:
+        problem = f"approval must be one of {RemoteTool.Approval.values}"
+    elif review.approval == RemoteTool.Approval.CONDITION:
+        problem = _condition_problem(review.approval_condition, properties)
+    if not problem and not set(review.key_context) <= set(rules.KEY_CONTEXT_FIELDS):
+        problem = f"key_context fields are among {list(rules.KEY_CONTEXT_FIELDS)}"
+    if not problem and not set(review.key_arguments) <= set(properties):
+        problem = "key_arguments must name arguments the schema declares"
+    if not problem and review.risk != "read" and not review.key_arguments:
+        problem = "a side-effecting tool needs key_arguments naming the intent's arguments"
+    if problem:
+        raise RemoteError("invalid_review", problem)
+
+
+def _condition_problem(condition: str, properties: Mapping[str, Any]) -> str:
+    try:
+        name, _, _ = rules.condition_parse(condition)
+    except ValueError as exc:
+        return str(exc)
+    return "" if name in properties else f"the condition names {name!r}, which is no argument"
+
+
+def remote_tool_disable(*, tool_pk: int, actor: Actor) -> RemoteTool:
+    """Take the tool out of its tenant's catalogue (calls parked for it then revalidate to
+    ``APPROVAL_STALE``)."""
+    with transaction.atomic(durable=True):
+        tool = RemoteTool.objects.select_related("server").get(pk=tool_pk)
+        server = RemoteServer.objects.select_for_update().get(pk=tool.server_id)
+        tool.refresh_from_db()
+        if tool.enabled:
+            _tool_save(tool, enabled=False, problem=tool.problem)
+            _event(server, tool, RemoteEvent.Kind.TOOL_DISABLED, actor, {})
+    return tool
