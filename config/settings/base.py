@@ -123,7 +123,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["toolcalls.api.auth.HasScopes"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "toolcalls.api.schema.ContractSchema",
     "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"api_key": env("CALLGATE_API_RATE", default="600/min")},
 }
@@ -145,6 +145,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "toolcalls.api.schema.strict_request_bodies",
+        "toolcalls.api.schema.complete_responses",
     ],
 }
 # The throttle counts per API key in this cache: Redis in production so every web process

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
@@ -18,7 +19,8 @@ from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
-from toolcalls.reasons import reason_code
+from toolcalls.reasons import REASON_CODES, reason_code
+from toolcalls.registry import RISKS
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_SCHEMA})
@@ -112,8 +114,32 @@ class OperationCreateSerializer(StrictSerializer):
         return attrs
 
 
+class CountersSerializer(serializers.Serializer):
+    """What an operation has used so far (documentation of ``Operation.counters``)."""
+
+    turns = serializers.IntegerField(min_value=0, help_text="Model replies recorded.")
+    tool_calls = serializers.IntegerField(min_value=0)
+    calls_per_tool = serializers.DictField(
+        child=serializers.IntegerField(min_value=0), help_text="Tool name → calls proposed."
+    )
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0)
+    cost_usd = serializers.FloatField(min_value=0, help_text="US dollars.")
+    no_progress_turns = serializers.IntegerField(
+        min_value=0, help_text="Turns in a row that changed nothing (toolcalls.guards)."
+    )
+
+
 class OperationSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
+    budgets = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Guard limits in force, by name (docs/guards.md); counts are whole numbers.",
+    )
+    metadata = serializers.DictField(
+        child=serializers.CharField(), help_text="The caller's own labels."
+    )
     input = serializers.CharField(source="input_text")
     tools = serializers.ListField(source="tool_names", child=serializers.CharField())
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -157,6 +183,7 @@ class OperationSerializer(NullForBlank):
             "updated_at",
         ]
 
+    @extend_schema_field(CountersSerializer)
     def get_counters(self, operation: Operation) -> dict[str, Any]:
         return {
             "turns": operation.turn_count,
@@ -171,8 +198,14 @@ class OperationSerializer(NullForBlank):
     def get_ended(self, operation: Operation) -> bool:
         return operation.state in OPERATION_TERMINAL
 
+    @extend_schema_field(serializers.ChoiceField(choices=sorted(REASON_CODES), allow_null=True))
     def get_reason_code(self, operation: Operation) -> str | None:
         return reason_code(operation.terminal_reason)
+
+
+class UsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0)
 
 
 class TurnSerializer(NullForBlank):
@@ -199,6 +232,7 @@ class TurnSerializer(NullForBlank):
             "created_at",
         ]
 
+    @extend_schema_field(UsageSerializer)
     def get_usage(self, turn: ModelTurn) -> dict[str, int]:
         return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens}
 
@@ -206,6 +240,7 @@ class TurnSerializer(NullForBlank):
 class CallSerializer(NullForBlank):
     """A call; ``protected_audit`` only for keys with the ``audit:read`` scope."""
 
+    sometimes_absent = ("protected_audit",)
     id = serializers.CharField(source="public_id")
     tool = serializers.CharField(source="tool_name")
     turn = serializers.IntegerField(source="turn.index")
@@ -274,17 +309,23 @@ class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=500)
 
 
+class ToolApprovalSerializer(serializers.Serializer):
+    policy = serializers.CharField(help_text="When a call of the tool needs a person's approval.")
+    revision = serializers.CharField(help_text="The policy's revision, recorded on each call.")
+
+
 class ToolSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
-    parameters = serializers.DictField()
+    parameters = serializers.DictField(help_text="The arguments' JSON Schema.")
     schema_version = serializers.CharField()
-    risk = serializers.CharField()
-    timeout_ms = serializers.IntegerField()
-    approval = serializers.DictField()
+    risk = serializers.ChoiceField(choices=list(RISKS))
+    timeout_ms = serializers.IntegerField(min_value=1)
+    approval = ToolApprovalSerializer()
 
 
 class FieldErrorsSerializer(serializers.Serializer):
+    sometimes_absent = ("fields",)
     fields = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
@@ -302,6 +343,20 @@ class ErrorBodySerializer(serializers.Serializer):
     request_id = serializers.CharField(
         allow_null=True, help_text="The response's Request-Id, to quote when asking about it."
     )
+
+
+class HealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok"])
+
+
+class ReadinessChecksSerializer(serializers.Serializer):
+    database = serializers.BooleanField()
+    broker = serializers.BooleanField(help_text="Always true when tasks run in-process.")
+
+
+class ReadinessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "unavailable"])
+    checks = ReadinessChecksSerializer()
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -21,7 +21,7 @@ from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, pagination, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -43,8 +43,10 @@ from toolcalls.api.serializers import (
     ErrorSerializer,
     EventSerializer,
     ExtendSerializer,
+    HealthSerializer,
     OperationCreateSerializer,
     OperationSerializer,
+    ReadinessSerializer,
     ReasonSerializer,
     ToolSerializer,
     TurnSerializer,
@@ -55,7 +57,9 @@ from toolcalls.services.operations import operation_cancel, operation_start
 from toolcalls.states import OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
-ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
+#: What an endpoint declares beside its success: every status the conventions share (401, 403,
+#: 404, 405, 406, 409, 413, 415, 429, 500) is added by ``toolcalls.api.schema.complete_responses``.
+ERRORS = {400: ErrorSerializer}
 
 
 class ApiKeyThrottle(SimpleRateThrottle):
@@ -241,13 +245,41 @@ class ApiCursor(pagination.CursorPagination):
             }
         )
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": self.cursor_query_param,
+                "required": False,
+                "in": "query",
+                "description": "A page's cursor, as a page's `cursor` (or its `next` or "
+                "`previous` URL) gave it, with the same filters.",
+                "schema": {"type": "string", "minLength": 1},
+            },
+            {
+                "name": self.page_size_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"Results per page (default {self.page_size}).",
+                "schema": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": self.max_page_size,
+                    "default": self.page_size,
+                },
+            },
+        ]
+
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         page = super().get_paginated_response_schema(schema)
         page["properties"]["cursor"] = {
             "type": "string",
             "nullable": True,
             "description": "The next page's cursor (pass it as ?cursor=); null on the last page.",
+            "example": "cD0yMDI1LTExLTMw:1vPqRs",
         }
+        url = "https://callgate.example.com/api/v1/operations?cursor=cD0yMDI1LTExLTMw:1vPqRs"
+        page["properties"]["next"]["example"] = url
+        page["properties"]["previous"]["example"] = None
         page["required"] = ["next", "previous", "cursor", "results"]
         return page
 
@@ -367,9 +399,15 @@ class OperationsView(ApiListView):
             ),
             OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
             OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
-            OpenApiParameter("limit", int),
         ],
-        responses={200: OperationSerializer(many=True), **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer(many=True),
+                "A page of the tenant's operations, newest first.",
+                [examples.OPERATIONS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The tenant's operations, newest first."""
@@ -378,7 +416,14 @@ class OperationsView(ApiListView):
     @extend_schema(
         summary="Start an operation",
         request=OperationCreateSerializer,
-        responses={201: OperationSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                OperationSerializer,
+                "Started: PENDING, its first model request queued.",
+                [examples.OPERATION_STARTED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
         examples=[examples.CREATE_LIVE, examples.CREATE_REPLAY],
     )
@@ -462,7 +507,17 @@ class OperationDetailView(ApiView):
 
     scopes = {"GET": (READ,)}
 
-    @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
+    @extend_schema(
+        summary="Retrieve an operation",
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer,
+                "The operation as it stands.",
+                [examples.OPERATION, examples.OPERATION_DONE],
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, public_id: str) -> Response:
         operation = get_object_or_404(
             self.operations().select_related("tenant"), public_id=public_id
@@ -480,8 +535,12 @@ class OperationCancelView(ApiView):
     @extend_schema(
         summary="Cancel an operation",
         request=ReasonSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(OperationSerializer, "Cancelled.", [examples.OPERATION_CANCELLED]),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.CANCEL],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -504,7 +563,14 @@ class OperationExtendView(ApiView):
     @extend_schema(
         summary="Extend an escalated operation's budgets and resume it",
         request=ExtendSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer,
+                "Extended and resumed: its next model request is queued.",
+                [examples.OPERATION_RESUMED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
         examples=[examples.EXTEND],
     )
@@ -531,8 +597,12 @@ class OperationStopView(ApiView):
     @extend_schema(
         summary="Stop an escalated operation",
         request=ReasonSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(OperationSerializer, "Stopped.", [examples.OPERATION_STOPPED]),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.STOP],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -546,7 +616,16 @@ class OperationStopView(ApiView):
         return Response(OperationSerializer(self.operation(public_id)).data)
 
 
-@extend_schema(tags=["operations"], responses={200: TurnSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's turns",
+    responses={
+        200: OpenApiResponse(
+            TurnSerializer(many=True), "A page of its turns, in order.", [examples.TURNS]
+        ),
+        **ERRORS,
+    },
+)
 class OperationTurnsView(ApiListView):
     """The operation's model turns, in order."""
 
@@ -559,7 +638,18 @@ class OperationTurnsView(ApiListView):
         return operation.turns.defer("request_body", "reply")
 
 
-@extend_schema(tags=["operations"], responses={200: CallSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's calls",
+    responses={
+        200: OpenApiResponse(
+            CallSerializer(many=True),
+            "A page of its calls, by turn and position in the turn.",
+            [examples.CALLS],
+        ),
+        **ERRORS,
+    },
+)
 class OperationCallsView(ApiListView):
     """The operation's calls; ``protected_audit`` only with the ``audit:read`` scope."""
 
@@ -575,7 +665,16 @@ class OperationCallsView(ApiListView):
         return {**super().get_serializer_context(), "audit": AUDIT in self.key().scopes}
 
 
-@extend_schema(tags=["operations"], responses={200: EventSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's audit events",
+    responses={
+        200: OpenApiResponse(
+            EventSerializer(many=True), "A page of its audit events, in order.", [examples.EVENTS]
+        ),
+        **ERRORS,
+    },
+)
 class OperationEventsView(ApiListView):
     """The operation's audit events, in order (hash-chained)."""
 
@@ -595,7 +694,13 @@ class ToolsView(ApiView):
     scopes = {"GET": (READ,)}
 
     @extend_schema(
-        summary="The tool catalogue", responses={200: ToolSerializer(many=True), **ERRORS}
+        summary="The tool catalogue",
+        responses={
+            200: OpenApiResponse(
+                ToolSerializer(many=True), "Every tool, by name.", [examples.TOOLS]
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request) -> Response:
         tools = [registry.get(name) for name in registry.names()]
@@ -625,7 +730,10 @@ class LivenessView(StrictView):
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="The process answers", responses={200: dict})
+    @extend_schema(
+        summary="The process answers",
+        responses={200: OpenApiResponse(HealthSerializer, "Alive.", [examples.LIVE]), **ERRORS},
+    )
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
@@ -637,7 +745,18 @@ class ReadinessView(StrictView):
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="Database and broker reachable", responses={200: dict, 503: dict})
+    @extend_schema(
+        summary="Database and broker reachable",
+        responses={
+            200: OpenApiResponse(ReadinessSerializer, "Ready.", [examples.READY]),
+            503: OpenApiResponse(
+                ReadinessSerializer,
+                "The database or the broker is unreachable (`checks` says which).",
+                [examples.NOT_READY],
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request) -> Response:
         checks = {"database": _database_ok(), "broker": _broker_ok()}
         ready = all(checks.values())
