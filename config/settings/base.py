@@ -154,6 +154,11 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 # Seconds after which an Idempotency-Key still in flight is taken to belong to a dead request
 # (far beyond any web worker's timeout), so an identical retry may run it.
 CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
+# Live progress (GET /api/v1/operations/{id}/events/stream): seconds between the stream's reads
+# of the database, and the longest a stream stays open before the client reconnects with
+# Last-Event-ID (each open stream holds a web worker thread).
+CALLGATE_API_STREAM_POLL_S = env.float("CALLGATE_API_STREAM_POLL_S", default=1.0)
+CALLGATE_API_STREAM_MAX_S = env.float("CALLGATE_API_STREAM_MAX_S", default=300.0)
 
 # --- Celery -------------------------------------------------------------------------------------
 # An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit

@@ -69,7 +69,11 @@ def _parameter_problems(operation: dict[str, Any]) -> Iterator[str]:
         name = f"{parameter['in']} parameter {parameter['name']}"
         if schema.get("type") == "integer" and not {"minimum", "maximum"} <= set(schema):
             yield f"{name}: an integer without minimum and maximum"
-        if parameter["in"] == "header" and "maxLength" not in schema:
+        if (
+            parameter["in"] == "header"
+            and schema.get("type") == "string"
+            and ("maxLength" not in schema)
+        ):
             yield f"{name}: a header without maxLength"
 
 

@@ -35,6 +35,11 @@ urlpatterns = [
         views.OperationEventsView.as_view(),
         name="api-operation-events",
     ),
+    path(
+        "operations/<str:public_id>/events/stream",
+        views.OperationEventStreamView.as_view(),
+        name="api-operation-event-stream",
+    ),
     path("tools", views.ToolsView.as_view(), name="api-tools"),
     path("health/live", views.LivenessView.as_view(), name="api-health-live"),
     path("health/ready", views.ReadinessView.as_view(), name="api-health-ready"),

@@ -17,13 +17,14 @@ from django.core.signing import BadSignature, Signer
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTextTransform
-from django.http import QueryDict
+from django.http import QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import exceptions, generics, pagination, serializers, status
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
@@ -51,6 +52,7 @@ from toolcalls.api.serializers import (
     ToolSerializer,
     TurnSerializer,
 )
+from toolcalls.api.streams import operation_stream
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.operations import operation_cancel, operation_start
@@ -685,6 +687,80 @@ class OperationEventsView(ApiListView):
     def get_queryset(self) -> QuerySet[AuditEvent]:
         operation = self.operation(self.kwargs["public_id"])
         return operation.events.select_related("call")
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Names ``text/event-stream`` for content negotiation; the stream itself is a
+    ``StreamingHttpResponse`` (:mod:`toolcalls.api.streams`), so this renders nothing."""
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        raise NotImplementedError("an event stream is not rendered from data")
+
+
+#: Largest ``Last-Event-ID`` (an audit sequence: PostgreSQL integer).
+MAX_EVENT_ID = 2**31 - 1
+
+
+@extend_schema(tags=["operations"])
+class OperationEventStreamView(ApiView):
+    """The operation's audit events as Server-Sent Events, live: state changes, "preparing to
+    call X", approvals requested and decided, then ``end`` with the final text once it ended.
+    Resumable with ``Last-Event-ID`` (docs/api.md)."""
+
+    scopes = {"GET": (READ,)}
+    renderer_classes = [EventStreamRenderer, JSONRenderer]
+
+    @extend_schema(
+        summary="Follow an operation live (Server-Sent Events)",
+        parameters=[
+            OpenApiParameter(
+                "Last-Event-ID",
+                {"type": "integer", "minimum": 0, "maximum": MAX_EVENT_ID},
+                location=OpenApiParameter.HEADER,
+                description="Resume after this event (its `id`, the audit `sequence`); "
+                "EventSource sends it by itself when it reconnects. Default: from the start.",
+            )
+        ],
+        responses={
+            (200, EventStreamRenderer.media_type): OpenApiResponse(
+                {"type": "string"},
+                "Events until the operation has ended (then `end`), or for at most "
+                "CALLGATE_API_STREAM_MAX_S seconds: reconnect with Last-Event-ID.",
+                [examples.EVENT_STREAM],
+            ),
+            (400, JSONRenderer.media_type): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, public_id: str) -> StreamingHttpResponse:
+        if not isinstance(request.accepted_renderer, EventStreamRenderer):
+            raise exceptions.NotAcceptable("This endpoint answers in text/event-stream only.")
+        operation = self.operation(public_id)
+        stream = operation_stream(operation_pk=operation.pk, after=_last_event_id(request))
+        response = StreamingHttpResponse(stream, content_type=EventStreamRenderer.media_type)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies pass each event on at once
+        return response
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Response:
+        if isinstance(response, Response):  # an error: always in the one JSON shape
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _last_event_id(request: Request) -> int:
+    value = request.headers.get("Last-Event-ID", "0").strip() or "0"
+    if not (value.isascii() and value.isdigit()) or int(value) > MAX_EVENT_ID:
+        message = f"Last-Event-ID must be a whole number from 0 to {MAX_EVENT_ID}."
+        raise ApiError(400, "invalid_request", message, {"Last-Event-ID": [message]})
+    return int(value)
 
 
 @extend_schema(tags=["tools"])
