@@ -142,6 +142,7 @@ def test_a_waiting_stream_holds_no_transaction(
                 "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
             )
             idle.append(cursor.fetchone()[0])  # type: ignore[index]
+        time.sleep(0.05)  # the samples span many of the stream's polls
     reader.join(timeout=10)
     assert not reader.is_alive()
     assert idle == [0] * 20

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from providers.errors import TransportError
+from providers.fake_server import ReplayServer
 from providers.families import ADAPTERS
 from providers.live import LiveSettings, live_transport
 from tests.conftest import FIXTURES
-from tests.live_server import ReplayServer
 from tests.providers.conformance import check, read_case
 
 CASES = sorted((FIXTURES / "providers").rglob("*.json"))

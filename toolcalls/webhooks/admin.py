@@ -21,7 +21,7 @@ from toolcalls.admin_base import (
     SuperuserEditableAdminMixin,
     TenantScopedAdminMixin,
 )
-from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
+from toolcalls.webhooks.endpoints import webhook_url_refusal
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
 from toolcalls.webhooks.outbox import EVENT_TYPES
 
@@ -41,12 +41,9 @@ class WebhookEndpointForm(forms.ModelForm):
 
     def clean_url(self) -> str:
         url: str = self.cleaned_data["url"]
-        try:
-            webhook_url_check(url)
-        except WebhookRefused as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        except OSError:
-            pass  # the name does not resolve yet: deliveries retry and record the error
+        refusal = webhook_url_refusal(url)
+        if refusal is not None:
+            raise forms.ValidationError(refusal)
         return url
 
 
