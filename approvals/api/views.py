@@ -59,7 +59,7 @@ class ApprovalsView(_Approvals, ApiListView):
         rows = self.approvals().filter(
             DECIDABLE if state == ApprovalState.PENDING else Q(state=state)
         )
-        if params.get("tool"):
+        if "tool" in params:
             rows = rows.filter(tool_name=params["tool"])
         if risk := choice(params, "risk", RISKS):
             rows = rows.filter(risk=risk)

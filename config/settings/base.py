@@ -122,6 +122,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["toolcalls.api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["toolcalls.api.auth.HasScopes"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # The Accept header alone chooses the type: ``?format=`` is refused like any unknown parameter.
+    "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "toolcalls.api.schema.ContractSchema",
     "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
@@ -142,10 +144,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Request bodies get their own components (``…Request``): strings that may not be blank say
+    # minLength 1 there, and response components are not read-only copies of them.
+    "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "toolcalls.api.schema.strict_request_bodies",
         "toolcalls.api.schema.complete_responses",
+        "toolcalls.api.schema.link_operations",
     ],
 }
 # The throttle counts per API key in this cache: Redis in production so every web process

@@ -6,8 +6,8 @@ from toolcalls.api.idempotency import HEADER, MAX_KEY_LENGTH
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     HEADER,
-    # Leading and trailing blanks are dropped: what is left must be 1 to 255 characters.
-    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": r"^\s*\S.*$"},
+    # HTTP drops blanks around a header's value; the server counts what is left.
+    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": r"^\S(.*\S)?$"},
     location=OpenApiParameter.HEADER,
     required=True,
     description=f"Required on every POST: up to {MAX_KEY_LENGTH} characters, unique per request "
@@ -295,19 +295,11 @@ NOT_READY = _response(
 )
 
 EVENT_STREAM = _response(
-    "A refund parked, approved and completed",
-    "retry: 1000\n\n"
-    "id: 6\nevent: call.proposed\n"
-    'data: {"sequence":6,"kind":"call.proposed","note":"preparing to call submit_refund",…}\n\n'
-    "id: 7\nevent: approval.requested\n"
-    'data: {"sequence":7,"kind":"approval.requested",'
-    '"note":"waiting for a person to approve submit_refund",…}\n\n'
-    "id: 9\nevent: approval.transition\n"
-    'data: {"sequence":9,"kind":"approval.transition","note":"approval of submit_refund: '
-    'APPROVED",…}\n\n'
-    "id: 15\nevent: operation.transition\n"
-    'data: {"sequence":15,"kind":"operation.transition","note":"MODEL_REQUESTED → COMPLETED",…}'
-    "\n\n"
-    'event: end\ndata: {"id":"op_01JDX3K7M2Q8R4T6V9W0YZABCD","state":"COMPLETED","ended":true,'
-    '"final_text":"I refunded $49.99 to your card for order ORD-1001.",…}\n\n',
+    "A call parked for approval",
+    {
+        "id": "7",
+        "event": "approval.requested",
+        "data": '{"sequence":7,"kind":"approval.requested",'
+        '"note":"waiting for a person to approve submit_refund",…}',
+    },
 )

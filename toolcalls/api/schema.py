@@ -38,7 +38,17 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
 
 class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
-    ``sometimes_absent`` names)."""
+    ``sometimes_absent`` names), and request text that may not be blank saying so."""
+
+    def _map_serializer_field(
+        self, field: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
+        trimmed = getattr(field, "trim_whitespace", False) and not field.allow_blank
+        if direction == "request" and trimmed and schema.get("type") == "string":
+            # DRF drops surrounding blanks first: text of blanks only is blank.
+            schema.setdefault("pattern", r"\S")
+        return schema
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
@@ -127,6 +137,43 @@ def complete_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                 name: HEADERS[name] for name in _headers(int(code), operation)
             } | response.get("headers", {})
     return result
+
+
+def link_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """OpenAPI links (what a client, or schemathesis' stateful phase, can do next): a response
+    holding an object that has its own path (``…/{public_id}``, read by a GET answering that
+    shape) links to every operation on that path and under it, its ``public_id`` taken from
+    the response (``id``, or the first result's ``id`` of a page)."""
+    detail: dict[str, str] = {}
+    for path, method, operation in operations_of(result):
+        name = _shape(operation, "200")
+        if method == "get" and path.endswith("/{public_id}") and name:
+            detail[name] = path
+    schemas = result.get("components", {}).get("schemas", {})
+    for _, _, operation in operations_of(result):
+        for code, response in operation.get("responses", {}).items():
+            name, pointer = _shape(operation, code), "/id"
+            items = schemas.get(name, {}).get("properties", {}).get("results", {}).get("items")
+            if items and name not in detail:
+                name, pointer = items.get("$ref", "").rsplit("/", 1)[-1], "/results/0/id"
+            if not code.startswith("2") or name not in detail:
+                continue
+            response["links"] = {
+                target["operationId"]: {
+                    "operationId": target["operationId"],
+                    "parameters": {"public_id": f"$response.body#{pointer}"},
+                }
+                for path, _, target in operations_of(result)
+                if path == detail[name] or path.startswith(f"{detail[name]}/")
+            }
+    return result
+
+
+def _shape(operation: dict[str, Any], code: str) -> str:
+    """The component name of the JSON response ``code`` ("" when none)."""
+    content = operation.get("responses", {}).get(code, {}).get("content", {})
+    ref: str = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    return ref.rsplit("/", 1)[-1]
 
 
 def shared_statuses(method: str, operation: dict[str, Any]) -> list[int]:

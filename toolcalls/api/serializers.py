@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from jsonschema import Draft202012Validator
@@ -17,7 +18,7 @@ from rest_framework import serializers
 
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
-from toolcalls.guards import GUARDS
+from toolcalls.guards import FRACTIONAL, GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
@@ -28,12 +29,41 @@ MAX_METADATA_KEYS = 50
 
 
 class BudgetLimit(serializers.FloatField):
-    """A budget's new limit: a JSON number (``true`` is not 1, ``"5"`` is not 5)."""
+    """A budget's limit: a JSON number (``true`` is not 1, ``"5"`` is not 5); shown as stored
+    (a count stays a whole number)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+def _budgets_schema() -> dict[str, Any]:
+    """Budget overrides as ``budgets_for`` takes them: known names, positive, whole numbers where
+    they count things, at most ``CALLGATE_GUARD_LIMITS``."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            name: {
+                "type": "number" if name in FRACTIONAL else "integer",
+                "minimum": 0,
+                "exclusiveMinimum": True,
+                "maximum": settings.CALLGATE_GUARD_LIMITS[name],
+            }
+            for name in GUARDS
+        },
+    }
+
+
+@extend_schema_field(_budgets_schema())
+class BudgetsField(serializers.DictField):
+    """Budget overrides by guard name (docs/guards.md)."""
+
+    child = BudgetLimit()
 
 
 class StrictSerializer(serializers.Serializer):
@@ -77,7 +107,7 @@ class OperationCreateSerializer(StrictSerializer):
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=100
     )
-    budgets = serializers.DictField(child=BudgetLimit(), required=False)
+    budgets = BudgetsField(required=False)
     metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
     transport = serializers.ChoiceField(
         choices=list(Operation.Transport.values), default=Operation.Transport.LIVE
@@ -133,9 +163,8 @@ class CountersSerializer(serializers.Serializer):
 class OperationSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
     family = serializers.ChoiceField(choices=sorted(ADAPTERS))
-    budgets = serializers.DictField(
-        child=serializers.FloatField(),
-        help_text="Guard limits in force, by name (docs/guards.md); counts are whole numbers.",
+    budgets = BudgetsField(
+        help_text="Guard limits in force, by name (docs/guards.md); counts are whole numbers."
     )
     metadata = serializers.DictField(
         child=serializers.CharField(), help_text="The caller's own labels."
@@ -301,7 +330,7 @@ class EventSerializer(NullForBlank):
 
 
 class ExtendSerializer(StrictSerializer):
-    budgets = serializers.DictField(child=BudgetLimit(), required=False, default=dict)
+    budgets = BudgetsField(required=False, default=dict)
     note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
 
 

@@ -15,8 +15,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.signing import BadSignature, Signer
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.http import QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -56,7 +57,7 @@ from toolcalls.api.streams import operation_stream
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.operations import operation_cancel, operation_start
-from toolcalls.states import OperationState
+from toolcalls.states import AuditKind, OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
 #: What an endpoint declares beside its success: every status the conventions share (401, 403,
@@ -101,6 +102,8 @@ class StrictView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        if not hasattr(self, (request.method or "").lower()):
+            return  # answered 405 by dispatch, whatever the request holds
         known: set[str] = set()
         if request.method in ("GET", "HEAD"):
             known = set(self.query_parameters)
@@ -277,7 +280,7 @@ class ApiCursor(pagination.CursorPagination):
             "type": "string",
             "nullable": True,
             "description": "The next page's cursor (pass it as ?cursor=); null on the last page.",
-            "example": "cD0yMDI1LTExLTMw:1vPqRs",
+            "example": None,
         }
         url = "https://callgate.example.com/api/v1/operations?cursor=cD0yMDI1LTExLTMw:1vPqRs"
         page["properties"]["next"]["example"] = url
@@ -377,12 +380,14 @@ class OperationsView(ApiListView):
         for index, (key, value) in enumerate(_metadata_pairs(params.getlist("metadata"))):
             # A key transform, not ``metadata__<key>``: a key may hold "__" or any character.
             name = f"metadata_{index}"
-            rows = rows.alias(**{name: KeyTextTransform(key, "metadata")}).filter(**{name: value})
+            # Cast: compared as text, not as JSON (SQLite reads the value as a JSON document).
+            text = Cast(KeyTextTransform(key, "metadata"), TextField())
+            rows = rows.alias(**{name: text}).filter(**{name: value})
         for name, lookup in (
             ("created_after", "created_at__gte"),
             ("created_before", "created_at__lt"),
         ):
-            if params.get(name):
+            if name in params:
                 rows = rows.filter(**{lookup: _datetime(name, params[name])})
         return rows
 
@@ -495,9 +500,9 @@ def _datetime(name: str, value: str) -> Any:
 
 def choice(params: QueryDict, name: str, choices: Collection[str]) -> str:
     """Query parameter ``name`` if given ("" if not); 400 ``invalid_request`` naming the
-    choices when it is not one of them."""
+    choices when it is not one of them (an empty value included)."""
     value = params.get(name, "")
-    if value and value not in choices:
+    if name in params and value not in choices:
         message = f"{name} must be one of: {', '.join(sorted(choices))}."
         raise ApiError(400, "invalid_request", message, {name: [message]})
     return value
@@ -702,6 +707,19 @@ class EventStreamRenderer(BaseRenderer):
         raise NotImplementedError("an event stream is not rendered from data")
 
 
+#: One event of the stream, as its fields (``data`` is one line of JSON).
+EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The audit sequence."},
+        "event": {"type": "string", "enum": [*AuditKind.values, "end"]},
+        "data": {
+            "type": "string",
+            "description": "JSON: the audit event and its note, or (end) the operation.",
+        },
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
 #: Largest ``Last-Event-ID`` (an audit sequence: PostgreSQL integer).
 MAX_EVENT_ID = 2**31 - 1
 
@@ -728,7 +746,7 @@ class OperationEventStreamView(ApiView):
         ],
         responses={
             (200, EventStreamRenderer.media_type): OpenApiResponse(
-                {"type": "string"},
+                EVENT_SCHEMA,
                 "Events until the operation has ended (then `end`), or for at most "
                 "CALLGATE_API_STREAM_MAX_S seconds: reconnect with Last-Event-ID.",
                 [examples.EVENT_STREAM],
