@@ -3,10 +3,9 @@ endpoint's signing secret."""
 
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from toolcalls.management.base import CallgateCommand
-from toolcalls.models import Tenant
 from toolcalls.webhooks.endpoints import webhook_endpoint_create
 from toolcalls.webhooks.outbox import EVENT_TYPES
 
@@ -23,9 +22,7 @@ class Command(CallgateCommand):
         parser.add_argument("--events", default="", help="comma-separated event types")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
-        if tenant is None:
-            raise CommandError(f"no tenant {options['tenant']!r}")
+        tenant = self.tenant(options["tenant"])
         events = [e.strip() for e in options["events"].split(",") if e.strip()]
         endpoint = webhook_endpoint_create(tenant=tenant, url=options["url"], events=events)
         self.stdout.write(f"Webhook endpoint {endpoint.pk} of {tenant.slug}: {endpoint.url}")
