@@ -30,6 +30,7 @@ CREATE_LIVE = OpenApiExample(
     },
 )
 
+#: First in the document: it runs on a fresh install (the live one needs a provider's key).
 CREATE_REPLAY = OpenApiExample(
     "Scripted model (replay transport)",
     request_only=True,

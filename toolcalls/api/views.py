@@ -432,7 +432,7 @@ class OperationsView(ApiListView):
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
-        examples=[examples.CREATE_LIVE, examples.CREATE_REPLAY],
+        examples=[examples.CREATE_REPLAY, examples.CREATE_LIVE],
     )
     @idempotent
     def post(self, request: Request) -> Response:
