@@ -19,7 +19,15 @@ from approvals.states import ApprovalState
 from toolcalls.api import examples
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import ErrorSerializer
-from toolcalls.api.views import ERRORS, READ, ApiCursor, ApiListView, ApiView, choice
+from toolcalls.api.views import (
+    ERRORS,
+    NO_FILTER,
+    READ,
+    ApiCursor,
+    ApiListView,
+    ApiView,
+    choice,
+)
 from toolcalls.registry import RISKS
 
 DECIDE = "approvals:decide"
@@ -59,7 +67,7 @@ class ApprovalsView(_Approvals, ApiListView):
         rows = self.approvals().filter(
             DECIDABLE if state == ApprovalState.PENDING else Q(state=state)
         )
-        if "tool" in params:
+        if params.get("tool"):
             rows = rows.filter(tool_name=params["tool"])
         if risk := choice(params, "risk", RISKS):
             rows = rows.filter(risk=risk)
@@ -70,9 +78,15 @@ class ApprovalsView(_Approvals, ApiListView):
     @extend_schema(
         summary="List approvals",
         parameters=[
-            OpenApiParameter("state", str, enum=ApprovalState.values, default="PENDING"),
-            OpenApiParameter("tool", str),
-            OpenApiParameter("risk", str, enum=list(RISKS)),
+            OpenApiParameter(
+                "state",
+                str,
+                enum=[*ApprovalState.values, ""],
+                default="PENDING",
+                description="Absent or empty: PENDING (what can still be decided).",
+            ),
+            OpenApiParameter("tool", str, description=NO_FILTER),
+            OpenApiParameter("risk", str, enum=[*RISKS, ""], description=NO_FILTER),
             OpenApiParameter("operation", str, description="Only this operation's (op_…)."),
         ],
         responses={

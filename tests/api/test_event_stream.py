@@ -1,18 +1,25 @@
 """Live progress as Server-Sent Events: a real HTTP client reads the stream of a real server
-(pytest-django's threaded live server, as ``runserver`` serves) while a real Celery worker
-advances the operation; it resumes with ``Last-Event-ID`` and never holds a transaction open."""
+(pytest-django's threaded live server, as ``runserver`` serves, and gunicorn) while a real Celery
+worker advances the operation; it resumes with ``Last-Event-ID`` and never holds a transaction
+open."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from pytest_django.live_server_helper import LiveServer
@@ -28,7 +35,7 @@ from tests.api.support import (
     keyed_client,
     new_key,
 )
-from tests.conftest import wait_for
+from tests.conftest import REPO, wait_for
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import Tenant
 
@@ -68,13 +75,57 @@ def start(base: str, key: str) -> str:
     return str(response.json()["id"])
 
 
+@pytest.fixture
+def gunicorn(celery_worker: Any) -> Iterator[str]:
+    """``gunicorn config.wsgi`` (one worker, threads) on the test database and broker: its URL."""
+    db = connection.settings_dict
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "TEST_DATABASE_URL": (
+            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+        ),
+        "TEST_CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CALLGATE_API_STREAM_POLL_S": "0.1",
+    }
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("gunicorn")), "config.wsgi",
+            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
+        ],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        try:
+            return requests.get(f"{base}/api/v1/health/live", timeout=1).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    try:
+        wait_for(answers, timeout_s=30, what="gunicorn to answer")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
 @pytest.mark.worker
+@pytest.mark.parametrize("server", ["live_server", "gunicorn"])
 def test_a_client_follows_a_refund_live_and_resumes(
-    demo: DemoSeed, live_server: LiveServer, celery_worker: Any, settings: Any
+    demo: DemoSeed, celery_worker: Any, settings: Any, server: str, request: pytest.FixtureRequest
 ) -> None:
     settings.CALLGATE_API_STREAM_POLL_S = 0.1
     cache.clear()
-    base = live_server.url.replace("://localhost:", "://127.0.0.1:")
+    if server == "gunicorn":
+        base = request.getfixturevalue("gunicorn")
+    else:
+        live: LiveServer = request.getfixturevalue("live_server")
+        base = live.url.replace("://localhost:", "://127.0.0.1:")
     _, service = new_key(demo.tenant, READ, WRITE, name="checkout")
     _, reviewer = new_key(demo.tenant, READ, DECIDE, name="review")
     operation_id = start(base, service)

@@ -89,6 +89,8 @@ class ApiKeyThrottle(SimpleRateThrottle):
         return allowed
 
 
+#: How a filter's empty value reads (``?state=``): as if it was not sent.
+NO_FILTER = "Empty: no filter."
 #: Query parameters every paged list takes (:class:`ApiCursor`).
 PAGING = ("cursor", "limit")
 
@@ -387,15 +389,17 @@ class OperationsView(ApiListView):
             ("created_after", "created_at__gte"),
             ("created_before", "created_at__lt"),
         ):
-            if name in params:
+            if params.get(name):
                 rows = rows.filter(**{lookup: _datetime(name, params[name])})
         return rows
 
     @extend_schema(
         summary="List operations",
         parameters=[
-            OpenApiParameter("state", str, enum=OperationState.values),
-            OpenApiParameter("family", str, enum=sorted(ADAPTERS)),
+            OpenApiParameter(
+                "state", str, enum=[*OperationState.values, ""], description=NO_FILTER
+            ),
+            OpenApiParameter("family", str, enum=[*ADAPTERS, ""], description=NO_FILTER),
             OpenApiParameter("subject_ref", str, description="Exactly this subject."),
             OpenApiParameter(
                 "metadata",
@@ -404,8 +408,8 @@ class OperationsView(ApiListView):
                 description="key:value (split at the first colon); repeat it to require "
                 "several pairs. Only operations whose metadata holds every pair are listed.",
             ),
-            OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
-            OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
+            OpenApiParameter("created_after", str, description=f"ISO 8601 date-time. {NO_FILTER}"),
+            OpenApiParameter("created_before", str, description=f"ISO 8601 date-time. {NO_FILTER}"),
         ],
         responses={
             200: OpenApiResponse(
@@ -499,10 +503,10 @@ def _datetime(name: str, value: str) -> Any:
 
 
 def choice(params: QueryDict, name: str, choices: Collection[str]) -> str:
-    """Query parameter ``name`` if given ("" if not); 400 ``invalid_request`` naming the
-    choices when it is not one of them (an empty value included)."""
+    """Query parameter ``name`` if given ("" if not, or empty: no filter); 400
+    ``invalid_request`` naming the choices when it is not one of them."""
     value = params.get(name, "")
-    if name in params and value not in choices:
+    if value and value not in choices:
         message = f"{name} must be one of: {', '.join(sorted(choices))}."
         raise ApiError(400, "invalid_request", message, {name: [message]})
     return value
