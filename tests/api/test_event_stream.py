@@ -102,12 +102,12 @@ def gunicorn(celery_worker: Any) -> Iterator[str]:
 
     def answers() -> bool:
         try:
-            return requests.get(f"{base}/api/v1/health/live", timeout=1).status_code == 200
-        except requests.ConnectionError:
+            return requests.get(f"{base}/api/v1/health/live", timeout=5).status_code == 200
+        except requests.RequestException:  # not listening yet, or its worker still booting
             return False
 
     try:
-        wait_for(answers, timeout_s=30, what="gunicorn to answer")
+        wait_for(answers, timeout_s=60, what="gunicorn to answer")
         yield base
     finally:
         process.terminate()
