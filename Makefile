@@ -44,6 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py lint_api_schema
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -117,14 +117,16 @@ class ReplayTransport:
                 code="scenario_exhausted",
                 retryable=False,
             )
-        problem = self._pairing_problem(request, turn)
+        problem = self.pairing_problem(request, turn)
         if problem:
             return problem
         variants = _variants(self._replies[turn])
         branch = "error" if any(result.is_error for result in results) else "ok"
         return WireReply.from_case(variants.get(branch) or next(iter(variants.values())))
 
-    def _pairing_problem(self, request: Mapping[str, Any], turn: int) -> WireReply | None:
+    def pairing_problem(self, request: Mapping[str, Any], turn: int) -> WireReply | None:
+        """The provider's 400 when ``request`` does not continue the conversation of replies
+        before ``turn`` (their calls answered as the provider requires); ``None`` if it does."""
         for earlier in reversed(self._replies[:turn]):
             # The reply as a client may put it into the history: a call it refused shows a
             # valid name and arguments there (``for_history``); the provider sees only that.

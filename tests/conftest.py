@@ -16,7 +16,7 @@ from django.db import connection
 
 from config import inprocess_worker as worker_module
 from config.celery import app as celery_app
-from tests.live_server import ReplayServer
+from providers.fake_server import ReplayServer
 
 REPO = Path(__file__).resolve().parents[1]
 #: The project's provider wire-format corpus (format: ``tests/fixtures/README.md``).

@@ -84,24 +84,25 @@ def tenant_spec(tenant: Tenant, name: str) -> ToolSpec | None:
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered tool as a tenant has it: its catalogue ``row`` (``None``: not in the
-    catalogue) and its effective ``spec``."""
+    """One tool as a tenant has it: its catalogue ``row`` (``None``: not in the catalogue, or
+    a remote tool, which its own rows govern), its effective ``spec`` and whether it is
+    ``enabled``."""
 
     row: TenantTool | None
     spec: ToolSpec
-
-    @property
-    def enabled(self) -> bool:
-        return self.row is not None and self.row.enabled
+    enabled: bool
 
 
 def entry(tenant: Tenant, name: str) -> Entry | None:
-    """Registered tool ``name`` as ``tenant`` has it; ``None`` for a name the registry lacks."""
+    """Tool ``name`` as ``tenant`` has it: a registered tool, or one of its enabled remote
+    tools; ``None`` for any other name."""
     base = registry.get(name)
     if base is None:
-        return None
+        remote = tenant_tool_spec(tenant_id=tenant.pk, name=name)
+        return Entry(None, remote, enabled=True) if remote else None
     row = _catalogue(tenant).rows.get(name)
-    return Entry(row, tenant_spec(tenant, name) or base)
+    enabled = row is not None and row.enabled
+    return Entry(row, tenant_spec(tenant, name) or base, enabled=enabled)
 
 
 def enabled(operation: Operation, name: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,7 +18,16 @@ from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
 from toolcalls.api.idempotency import idempotent
-from toolcalls.api.views import ERRORS, READ, ApiCursor, ApiListView, ApiView, choice
+from toolcalls.api.serializers import ErrorSerializer
+from toolcalls.api.views import (
+    ERRORS,
+    NO_FILTER,
+    READ,
+    ApiCursor,
+    ApiListView,
+    ApiView,
+    choice,
+)
 from toolcalls.registry import RISKS
 
 DECIDE = "approvals:decide"
@@ -69,19 +78,42 @@ class ApprovalsView(_Approvals, ApiListView):
     @extend_schema(
         summary="List approvals",
         parameters=[
-            OpenApiParameter("state", str, enum=ApprovalState.values, default="PENDING"),
-            OpenApiParameter("tool", str),
-            OpenApiParameter("risk", str, enum=list(RISKS)),
+            OpenApiParameter(
+                "state",
+                str,
+                enum=[*ApprovalState.values, ""],
+                default="PENDING",
+                description="Absent or empty: PENDING (what can still be decided).",
+            ),
+            OpenApiParameter("tool", str, description=NO_FILTER),
+            OpenApiParameter("risk", str, enum=[*RISKS, ""], description=NO_FILTER),
             OpenApiParameter("operation", str, description="Only this operation's (op_…)."),
-            OpenApiParameter("limit", int),
         ],
-        responses={200: ApprovalSerializer(many=True), **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                ApprovalSerializer(many=True),
+                "A page of approvals, soonest expiry first.",
+                [examples.APPROVALS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
 
-@extend_schema(tags=["approvals"], responses={200: ApprovalSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["approvals"],
+    summary="List an operation's approvals",
+    responses={
+        200: OpenApiResponse(
+            ApprovalSerializer(many=True),
+            "A page of its approvals, in every state, oldest first.",
+            [examples.APPROVALS],
+        ),
+        **ERRORS,
+    },
+)
 class OperationApprovalsView(_Approvals, ApiListView):
     """Every approval one operation asked for, in every state, oldest first (404 for an
     operation that is not the tenant's)."""
@@ -102,7 +134,13 @@ class ApprovalDetailView(_Approvals):
 
     scopes = {"GET": (READ,)}
 
-    @extend_schema(summary="Retrieve an approval", responses={200: ApprovalSerializer, **ERRORS})
+    @extend_schema(
+        summary="Retrieve an approval",
+        responses={
+            200: OpenApiResponse(ApprovalSerializer, "The approval.", [examples.APPROVAL]),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, public_id: str) -> Response:
         approval = get_object_or_404(self.approvals(), public_id=public_id)
         return Response(ApprovalSerializer(approval).data)
@@ -118,7 +156,11 @@ class ApprovalDecideView(_Approvals):
     @extend_schema(
         summary="Approve (optionally with edited arguments) or deny",
         request=DecisionSerializer,
-        responses={200: ApprovalSerializer, 410: ERRORS[400], **ERRORS},
+        responses={
+            200: OpenApiResponse(ApprovalSerializer, "Decided.", [examples.APPROVAL_DECIDED]),
+            410: ErrorSerializer,
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
         examples=[examples.DECIDE_APPROVE, examples.DECIDE_EDIT, examples.DECIDE_DENY],
     )

@@ -123,8 +123,10 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["toolcalls.api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["toolcalls.api.auth.HasScopes"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # The Accept header alone chooses the type: ``?format=`` is refused like any unknown parameter.
+    "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "toolcalls.api.schema.ContractSchema",
     "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"api_key": env("CALLGATE_API_RATE", default="600/min")},
 }
@@ -143,9 +145,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Request bodies get their own components (``…Request``): strings that may not be blank say
+    # minLength 1 there, and response components are not read-only copies of them.
+    "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "toolcalls.api.schema.strict_request_bodies",
+        "toolcalls.api.schema.complete_responses",
+        "toolcalls.api.schema.link_operations",
     ],
 }
 # The throttle counts per API key in this cache: Redis in production so every web process
@@ -154,6 +161,11 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 # Seconds after which an Idempotency-Key still in flight is taken to belong to a dead request
 # (far beyond any web worker's timeout), so an identical retry may run it.
 CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
+# Live progress (GET /api/v1/operations/{id}/events/stream): seconds between the stream's reads
+# of the database, and the longest a stream stays open before the client reconnects with
+# Last-Event-ID (each open stream holds a web worker thread).
+CALLGATE_API_STREAM_POLL_S = env.float("CALLGATE_API_STREAM_POLL_S", default=1.0)
+CALLGATE_API_STREAM_MAX_S = env.float("CALLGATE_API_STREAM_MAX_S", default=300.0)
 
 # --- Celery -------------------------------------------------------------------------------------
 # An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit

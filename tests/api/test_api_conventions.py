@@ -65,6 +65,7 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/operations/{op}/calls", READ),
     ("GET", "/operations/{op}/events", READ),
     ("GET", "/operations/{op}/approvals", READ),
+    ("GET", "/operations/{op}/events/stream", READ),
     ("GET", "/approvals", READ),
     ("GET", "/approvals/{apr}", READ),
     ("POST", "/approvals/{apr}/decide", DECIDE),

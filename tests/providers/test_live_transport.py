@@ -12,10 +12,10 @@ import pytest
 
 from providers.base import ModelSettings
 from providers.errors import TransportError
+from providers.fake_server import ReplayServer
 from providers.families import ADAPTERS
 from providers.live import LiveSettings, live_transport
 from tests.conftest import FIXTURES
-from tests.live_server import ReplayServer
 from tests.providers.conformance import check, read_case
 from tests.providers.settings_cases import MAPPED, request_body
 

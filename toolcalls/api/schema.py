@@ -1,9 +1,27 @@
-"""OpenAPI description of API-key authentication (drf-spectacular extension), and the hook
-that states every request body's strictness."""
+"""The OpenAPI document, exact to what the server does (drf-spectacular).
+
+- :class:`ContractSchema` (``DEFAULT_SCHEMA_CLASS``): every property of a response shape is
+  ``required``, as every response serializer writes every field (``null`` when absent); a
+  serializer names the few it may leave out in ``sometimes_absent``.
+- :func:`complete_responses` (a postprocessing hook) adds what every endpoint shares, so an
+  endpoint added later is documented the same way without repeating it: each status the
+  conventions can return (400, 401, 403, 404, 405, 406, 409, 413, 415, 429, 500) in the one error
+  shape, and the response headers (``Request-Id``, ``RateLimit-*``, ``Retry-After``,
+  ``Idempotent-Replayed``).
+- :func:`strict_request_bodies`: ``additionalProperties: false`` on every request body.
+
+:mod:`toolcalls.api.contract` checks the result (``manage.py lint_api_schema``).
+"""
+
+from __future__ import annotations
 
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+
+from toolcalls.api.idempotency import HEADER as IDEMPOTENCY_HEADER
+from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
@@ -18,16 +36,190 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
         }
 
 
+class ContractSchema(AutoSchema):
+    """drf-spectacular's schema with every response property required (but a serializer's
+    ``sometimes_absent`` names), and request text that may not be blank saying so."""
+
+    def _map_serializer_field(
+        self, field: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
+        trimmed = getattr(field, "trim_whitespace", False) and not field.allow_blank
+        if direction == "request" and trimmed and schema.get("type") == "string":
+            # DRF drops surrounding blanks first: text of blanks only is blank.
+            schema.setdefault("pattern", r"\S")
+        return schema
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "response" and schema.get("properties"):
+            absent = set(getattr(serializer, "sometimes_absent", ()))
+            schema["required"] = sorted(set(schema["properties"]) - absent)
+            if not schema["required"]:
+                del schema["required"]  # OpenAPI 3.0: at least one name when present
+        return schema
+
+
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: every component used as a request body takes no
-    other properties (``additionalProperties: false``), as ``StrictSerializer`` enforces."""
+    """Every component used as a request body takes no other properties
+    (``additionalProperties: false``), as ``StrictSerializer`` enforces."""
     schemas = result.get("components", {}).get("schemas", {})
-    for path in result.get("paths", {}).values():
-        for operation in path.values():
-            body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
-            for media in body.get("content", {}).values():
-                ref = media.get("schema", {}).get("$ref", "")
-                name = ref.rsplit("/", 1)[-1]
-                if name in schemas:
-                    schemas[name]["additionalProperties"] = False
+    for _, _, operation in operations_of(result):
+        for media in operation.get("requestBody", {}).get("content", {}).values():
+            name = media.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            if name in schemas:
+                schemas[name]["additionalProperties"] = False
     return result
+
+
+#: What each status means wherever an endpoint returns it; an endpoint's own description wins.
+STATUS_DESCRIPTIONS = {
+    400: "The request is not valid: an unknown or wrong query parameter, body field or header "
+    "(`details.fields` names each), a body that is not JSON, a missing `Idempotency-Key`, or a "
+    "cursor of another list.",
+    401: "No API key, or an unknown or revoked one.",
+    403: "The key lacks the scope this request needs, or its service may not do this.",
+    404: "No such object in the key's tenant.",
+    405: "The endpoint does not take this method.",
+    406: "The `Accept` header excludes every type this endpoint answers in.",
+    409: "The object's state does not allow this, or the `Idempotency-Key` was used for another "
+    "request or is still in flight (then with `Retry-After`).",
+    410: "The approval expired before the decision.",
+    413: "The body is larger than this API accepts.",
+    415: "The body is not `Content-Type: application/json`.",
+    429: "Over the key's rate limit: retry after `Retry-After` seconds.",
+    500: "A bug on our side; it was logged under the `Request-Id`.",
+    503: "Not ready: retry after `Retry-After` seconds.",
+}
+
+_INTEGER = {"type": "integer", "minimum": 0}
+HEADERS: dict[str, dict[str, Any]] = {
+    REQUEST_ID_HEADER: {
+        "description": "This request's ID: the caller's `Request-Id` (or `X-Request-Id`) when "
+        "well formed, else generated (`req_` and 32 hex digits). In the error body and every "
+        "log line of the request too.",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"},
+    },
+    "RateLimit-Limit": {
+        "description": "Requests the key may send per window (once its scopes were checked).",
+        "schema": _INTEGER,
+    },
+    "RateLimit-Remaining": {"description": "Requests left in the window now.", "schema": _INTEGER},
+    "RateLimit-Reset": {
+        "description": "Seconds until the window frees its next slot.",
+        "schema": _INTEGER,
+    },
+    "Retry-After": {
+        "description": "Seconds to wait before sending the request again.",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "Idempotent-Replayed": {
+        "description": "`true` when this is the stored response of an earlier request with the "
+        "same `Idempotency-Key` (absent otherwise).",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+}
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+
+def complete_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Add the shared statuses (in the one error shape) and response headers to every
+    operation, and the shared description to each status that has none."""
+    for _, method, operation in operations_of(result):
+        responses = operation.setdefault("responses", {})
+        for code in shared_statuses(method, operation):
+            responses.setdefault(str(code), {"content": _ERROR})
+        for code, response in responses.items():
+            if not response.get("description"):
+                response["description"] = STATUS_DESCRIPTIONS.get(int(code), "")
+            response["headers"] = {
+                name: HEADERS[name] for name in _headers(int(code), operation)
+            } | response.get("headers", {})
+    return result
+
+
+def link_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """OpenAPI links (what a client, or schemathesis' stateful phase, can do next): a response
+    holding an object that has its own path (``…/{public_id}``, read by a GET answering that
+    shape) links to every operation on that path and under it, its ``public_id`` taken from
+    the response (``id``, or the first result's ``id`` of a page)."""
+    detail: dict[str, str] = {}
+    for path, method, operation in operations_of(result):
+        name = _shape(operation, "200")
+        if method == "get" and path.endswith("/{public_id}") and name:
+            detail[name] = path
+    schemas = result.get("components", {}).get("schemas", {})
+    for _, _, operation in operations_of(result):
+        for code, response in operation.get("responses", {}).items():
+            name, pointer = _shape(operation, code), "/id"
+            items = schemas.get(name, {}).get("properties", {}).get("results", {}).get("items")
+            if items and name not in detail:
+                name, pointer = items.get("$ref", "").rsplit("/", 1)[-1], "/results/0/id"
+            if not code.startswith("2") or name not in detail:
+                continue
+            response["links"] = {
+                target["operationId"]: {
+                    "operationId": target["operationId"],
+                    "parameters": {"public_id": f"$response.body#{pointer}"},
+                }
+                for path, _, target in operations_of(result)
+                if path == detail[name] or path.startswith(f"{detail[name]}/")
+            }
+    return result
+
+
+def _shape(operation: dict[str, Any], code: str) -> str:
+    """The component name of the JSON response ``code`` ("" when none)."""
+    content = operation.get("responses", {}).get(code, {}).get("content", {})
+    ref: str = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    return ref.rsplit("/", 1)[-1]
+
+
+def shared_statuses(method: str, operation: dict[str, Any]) -> list[int]:
+    """Statuses every endpoint of this kind can return: strict input (400), the path's other
+    methods (405), content negotiation (406), a bug (500); with a key, 401, 403 and 429; with
+    a path parameter, 404; with a body, 413 and 415; with an ``Idempotency-Key``, 409."""
+    codes = [400, 405, 406, 500]
+    if _secured(operation):
+        codes += [401, 403, 429]
+    if any(p["in"] == "path" for p in operation.get("parameters", [])):
+        codes.append(404)
+    if "requestBody" in operation:
+        codes += [413, 415]
+    if _idempotent(operation):
+        codes.append(409)
+    return sorted(codes)
+
+
+def _headers(code: int, operation: dict[str, Any]) -> list[str]:
+    names = [REQUEST_ID_HEADER]
+    if _secured(operation) and code not in (401, 403, 406):
+        # The throttle runs once the key and its scopes were checked; it answers 429 itself.
+        names += ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]
+    if code in (429, 503) or (code == 409 and _idempotent(operation)):
+        names.append("Retry-After")
+    if _idempotent(operation) and code < 500:
+        names.append("Idempotent-Replayed")
+    return names
+
+
+def _secured(operation: dict[str, Any]) -> bool:
+    return any(requirement for requirement in operation.get("security", []))
+
+
+def _idempotent(operation: dict[str, Any]) -> bool:
+    return any(
+        p["in"] == "header" and p["name"] == IDEMPOTENCY_HEADER
+        for p in operation.get("parameters", [])
+    )
+
+
+def operations_of(result: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(path, method, operation)`` for every operation of the document."""
+    return [
+        (path, method, operation)
+        for path, item in result.get("paths", {}).items()
+        for method, operation in item.items()
+        if method in ("get", "put", "post", "patch", "delete", "head", "options", "trace")
+    ]

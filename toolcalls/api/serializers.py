@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
-from toolcalls.guards import GUARDS
+from toolcalls.guards import FRACTIONAL, GUARDS
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
-from toolcalls.reasons import reason_code
+from toolcalls.reasons import REASON_CODES, reason_code
+from toolcalls.registry import RISKS
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_SCHEMA})
@@ -26,12 +29,41 @@ MAX_METADATA_KEYS = 50
 
 
 class BudgetLimit(serializers.FloatField):
-    """A budget's new limit: a JSON number (``true`` is not 1, ``"5"`` is not 5)."""
+    """A budget's limit: a JSON number (``true`` is not 1, ``"5"`` is not 5); shown as stored
+    (a count stays a whole number)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+def _budgets_schema() -> dict[str, Any]:
+    """Budget overrides as ``budgets_for`` takes them: known names, positive, whole numbers where
+    they count things, at most ``CALLGATE_GUARD_LIMITS``."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            name: {
+                "type": "number" if name in FRACTIONAL else "integer",
+                "minimum": 0,
+                "exclusiveMinimum": True,
+                "maximum": settings.CALLGATE_GUARD_LIMITS[name],
+            }
+            for name in GUARDS
+        },
+    }
+
+
+@extend_schema_field(_budgets_schema())
+class BudgetsField(serializers.DictField):
+    """Budget overrides by guard name (docs/guards.md)."""
+
+    child = BudgetLimit()
 
 
 class StrictSerializer(serializers.Serializer):
@@ -85,7 +117,7 @@ class OperationCreateSerializer(StrictSerializer):
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=100
     )
-    budgets = serializers.DictField(child=BudgetLimit(), required=False)
+    budgets = BudgetsField(required=False)
     metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
     transport = serializers.ChoiceField(
         choices=list(Operation.Transport.values), default=Operation.Transport.LIVE
@@ -118,8 +150,31 @@ class OperationCreateSerializer(StrictSerializer):
         return attrs
 
 
+class CountersSerializer(serializers.Serializer):
+    """What an operation has used so far (documentation of ``Operation.counters``)."""
+
+    turns = serializers.IntegerField(min_value=0, help_text="Model replies recorded.")
+    tool_calls = serializers.IntegerField(min_value=0)
+    calls_per_tool = serializers.DictField(
+        child=serializers.IntegerField(min_value=0), help_text="Tool name → calls proposed."
+    )
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0)
+    cost_usd = serializers.FloatField(min_value=0, help_text="US dollars.")
+    no_progress_turns = serializers.IntegerField(
+        min_value=0, help_text="Turns in a row that changed nothing (toolcalls.guards)."
+    )
+
+
 class OperationSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
+    budgets = BudgetsField(
+        help_text="Guard limits in force, by name (docs/guards.md); counts are whole numbers."
+    )
+    metadata = serializers.DictField(
+        child=serializers.CharField(), help_text="The caller's own labels."
+    )
     input = serializers.CharField(source="input_text")
     tools = serializers.ListField(source="tool_names", child=serializers.CharField())
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -178,6 +233,7 @@ class OperationSerializer(NullForBlank):
         follow_ups = sorted(operation.follow_ups.all(), key=lambda f: (f.created_at, f.pk))
         return [follow_up.public_id for follow_up in follow_ups]
 
+    @extend_schema_field(CountersSerializer)
     def get_counters(self, operation: Operation) -> dict[str, Any]:
         return {
             "turns": operation.turn_count,
@@ -192,8 +248,14 @@ class OperationSerializer(NullForBlank):
     def get_ended(self, operation: Operation) -> bool:
         return operation.state in OPERATION_TERMINAL
 
+    @extend_schema_field(serializers.ChoiceField(choices=sorted(REASON_CODES), allow_null=True))
     def get_reason_code(self, operation: Operation) -> str | None:
         return reason_code(operation.terminal_reason)
+
+
+class UsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0)
 
 
 class TurnSerializer(NullForBlank):
@@ -220,6 +282,7 @@ class TurnSerializer(NullForBlank):
             "created_at",
         ]
 
+    @extend_schema_field(UsageSerializer)
     def get_usage(self, turn: ModelTurn) -> dict[str, int]:
         return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens}
 
@@ -227,6 +290,7 @@ class TurnSerializer(NullForBlank):
 class CallSerializer(NullForBlank):
     """A call; ``protected_audit`` only for keys with the ``audit:read`` scope."""
 
+    sometimes_absent = ("protected_audit",)
     id = serializers.CharField(source="public_id")
     tool = serializers.CharField(source="tool_name")
     turn = serializers.IntegerField(source="turn.index")
@@ -287,12 +351,23 @@ class EventSerializer(NullForBlank):
 
 
 class ExtendSerializer(StrictSerializer):
-    budgets = serializers.DictField(child=BudgetLimit(), required=False, default=dict)
+    budgets = BudgetsField(required=False, default=dict)
     note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
 
 
 class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=500)
+
+
+class ToolApprovalSerializer(serializers.Serializer):
+    policy = serializers.CharField(help_text="When a call of the tool needs a person's approval.")
+    revision = serializers.CharField(help_text="The policy's revision, recorded on each call.")
+
+
+class ToolOverridesSerializer(serializers.Serializer):
+    max_calls = serializers.IntegerField(allow_null=True, help_text="Calls per operation.")
+    approval = serializers.ChoiceField(choices=["always", "threshold"], allow_null=True)
+    approval_threshold = serializers.IntegerField(allow_null=True)
 
 
 class ToolSerializer(serializers.Serializer):
@@ -305,8 +380,8 @@ class ToolSerializer(serializers.Serializer):
         source="spec.parameters", help_text="JSON Schema (Draft 2020-12) of the arguments."
     )
     schema_version = serializers.CharField(source="spec.schema_version")
-    risk = serializers.ChoiceField(source="spec.risk", choices=["read", "write", "irreversible"])
-    timeout_ms = serializers.IntegerField(source="spec.timeout_ms")
+    risk = serializers.ChoiceField(source="spec.risk", choices=list(RISKS))
+    timeout_ms = serializers.IntegerField(source="spec.timeout_ms", min_value=1)
     approval = serializers.SerializerMethodField(
         help_text="The approval policy in force for this tenant (overrides applied)."
     )
@@ -317,9 +392,11 @@ class ToolSerializer(serializers.Serializer):
         help_text="The tenant's overrides; each only ever stricter than the tool spec."
     )
 
+    @extend_schema_field(ToolApprovalSerializer)
     def get_approval(self, entry: Any) -> dict[str, str]:
         return {"policy": entry.spec.approval.description, "revision": entry.spec.approval.revision}
 
+    @extend_schema_field(ToolOverridesSerializer)
     def get_overrides(self, entry: Any) -> dict[str, Any]:
         row = entry.row
         return {
@@ -371,6 +448,7 @@ class FollowUpSerializer(StrictSerializer):
 
 
 class FieldErrorsSerializer(serializers.Serializer):
+    sometimes_absent = ("fields",)
     fields = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
@@ -388,6 +466,20 @@ class ErrorBodySerializer(serializers.Serializer):
     request_id = serializers.CharField(
         allow_null=True, help_text="The response's Request-Id, to quote when asking about it."
     )
+
+
+class HealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok"])
+
+
+class ReadinessChecksSerializer(serializers.Serializer):
+    database = serializers.BooleanField()
+    broker = serializers.BooleanField(help_text="Always true when tasks run in-process.")
+
+
+class ReadinessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "unavailable"])
+    checks = ReadinessChecksSerializer()
 
 
 class ErrorSerializer(serializers.Serializer):

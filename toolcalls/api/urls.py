@@ -36,6 +36,11 @@ urlpatterns = [
         name="api-operation-events",
     ),
     path(
+        "operations/<str:public_id>/events/stream",
+        views.OperationEventStreamView.as_view(),
+        name="api-operation-event-stream",
+    ),
+    path(
         "operations/<str:public_id>/messages",
         views.OperationMessagesView.as_view(),
         name="api-operation-messages",

@@ -15,15 +15,17 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.signing import BadSignature, Signer
 from django.db import connection
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.http import QueryDict
+from django.db.models.functions import Cast
+from django.http import QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination, serializers, status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, generics, pagination, serializers, status
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
@@ -44,13 +46,16 @@ from toolcalls.api.serializers import (
     EventSerializer,
     ExtendSerializer,
     FollowUpSerializer,
+    HealthSerializer,
     OperationCreateSerializer,
     OperationSerializer,
+    ReadinessSerializer,
     ReasonSerializer,
     ToolSerializer,
     ToolSettingsSerializer,
     TurnSerializer,
 )
+from toolcalls.api.streams import operation_stream
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
 from toolcalls.services.catalogue import CatalogueError, tenant_tool_set
 from toolcalls.services.escalations import operation_extend, operation_stop
@@ -59,11 +64,13 @@ from toolcalls.services.operations import (
     operation_follow_up,
     operation_start,
 )
-from toolcalls.states import OperationState
+from toolcalls.states import AuditKind, OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
 TOOLS_MANAGE = "tools:manage"
-ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
+#: What an endpoint declares beside its success: every status the conventions share (401, 403,
+#: 404, 405, 406, 409, 413, 415, 429, 500) is added by ``toolcalls.api.schema.complete_responses``.
+ERRORS = {400: ErrorSerializer}
 
 
 class ApiKeyThrottle(SimpleRateThrottle):
@@ -90,6 +97,8 @@ class ApiKeyThrottle(SimpleRateThrottle):
         return allowed
 
 
+#: How a filter's empty value reads (``?state=``): as if it was not sent.
+NO_FILTER = "Empty: no filter."
 #: Query parameters every paged list takes (:class:`ApiCursor`).
 PAGING = ("cursor", "limit")
 
@@ -103,6 +112,8 @@ class StrictView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        if not hasattr(self, (request.method or "").lower()):
+            return  # answered 405 by dispatch, whatever the request holds
         known: set[str] = set()
         if request.method in ("GET", "HEAD"):
             known = set(self.query_parameters)
@@ -257,13 +268,41 @@ class ApiCursor(pagination.CursorPagination):
             }
         )
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": self.cursor_query_param,
+                "required": False,
+                "in": "query",
+                "description": "A page's cursor, as a page's `cursor` (or its `next` or "
+                "`previous` URL) gave it, with the same filters.",
+                "schema": {"type": "string", "minLength": 1},
+            },
+            {
+                "name": self.page_size_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"Results per page (default {self.page_size}).",
+                "schema": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": self.max_page_size,
+                    "default": self.page_size,
+                },
+            },
+        ]
+
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         page = super().get_paginated_response_schema(schema)
         page["properties"]["cursor"] = {
             "type": "string",
             "nullable": True,
             "description": "The next page's cursor (pass it as ?cursor=); null on the last page.",
+            "example": None,
         }
+        url = "https://callgate.example.com/api/v1/operations?cursor=cD0yMDI1LTExLTMw:1vPqRs"
+        page["properties"]["next"]["example"] = url
+        page["properties"]["previous"]["example"] = None
         page["required"] = ["next", "previous", "cursor", "results"]
         return page
 
@@ -359,7 +398,9 @@ class OperationsView(ApiListView):
         for index, (key, value) in enumerate(_metadata_pairs(params.getlist("metadata"))):
             # A key transform, not ``metadata__<key>``: a key may hold "__" or any character.
             name = f"metadata_{index}"
-            rows = rows.alias(**{name: KeyTextTransform(key, "metadata")}).filter(**{name: value})
+            # Cast: compared as text, not as JSON (SQLite reads the value as a JSON document).
+            text = Cast(KeyTextTransform(key, "metadata"), TextField())
+            rows = rows.alias(**{name: text}).filter(**{name: value})
         for name, lookup in (
             ("created_after", "created_at__gte"),
             ("created_before", "created_at__lt"),
@@ -371,8 +412,10 @@ class OperationsView(ApiListView):
     @extend_schema(
         summary="List operations",
         parameters=[
-            OpenApiParameter("state", str, enum=OperationState.values),
-            OpenApiParameter("family", str, enum=sorted(ADAPTERS)),
+            OpenApiParameter(
+                "state", str, enum=[*OperationState.values, ""], description=NO_FILTER
+            ),
+            OpenApiParameter("family", str, enum=[*ADAPTERS, ""], description=NO_FILTER),
             OpenApiParameter("subject_ref", str, description="Exactly this subject."),
             OpenApiParameter(
                 "metadata",
@@ -381,11 +424,17 @@ class OperationsView(ApiListView):
                 description="key:value (split at the first colon); repeat it to require "
                 "several pairs. Only operations whose metadata holds every pair are listed.",
             ),
-            OpenApiParameter("created_after", str, description="ISO 8601 date-time"),
-            OpenApiParameter("created_before", str, description="ISO 8601 date-time"),
-            OpenApiParameter("limit", int),
+            OpenApiParameter("created_after", str, description=f"ISO 8601 date-time. {NO_FILTER}"),
+            OpenApiParameter("created_before", str, description=f"ISO 8601 date-time. {NO_FILTER}"),
         ],
-        responses={200: OperationSerializer(many=True), **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer(many=True),
+                "A page of the tenant's operations, newest first.",
+                [examples.OPERATIONS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The tenant's operations, newest first."""
@@ -394,9 +443,16 @@ class OperationsView(ApiListView):
     @extend_schema(
         summary="Start an operation",
         request=OperationCreateSerializer,
-        responses={201: OperationSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                OperationSerializer,
+                "Started: PENDING, its first model request queued.",
+                [examples.OPERATION_STARTED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
-        examples=[examples.CREATE_LIVE, examples.CREATE_REPLAY],
+        examples=[examples.CREATE_REPLAY, examples.CREATE_LIVE],
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -463,8 +519,8 @@ def _datetime(name: str, value: str) -> Any:
 
 
 def choice(params: QueryDict, name: str, choices: Collection[str]) -> str:
-    """Query parameter ``name`` if given ("" if not); 400 ``invalid_request`` naming the
-    choices when it is not one of them."""
+    """Query parameter ``name`` if given ("" if not, or empty: no filter); 400
+    ``invalid_request`` naming the choices when it is not one of them."""
     value = params.get(name, "")
     if value and value not in choices:
         message = f"{name} must be one of: {', '.join(sorted(choices))}."
@@ -478,7 +534,17 @@ class OperationDetailView(ApiView):
 
     scopes = {"GET": (READ,)}
 
-    @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
+    @extend_schema(
+        summary="Retrieve an operation",
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer,
+                "The operation as it stands.",
+                [examples.OPERATION, examples.OPERATION_DONE],
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, public_id: str) -> Response:
         operation = get_object_or_404(
             self.operations().select_related("tenant"), public_id=public_id
@@ -496,8 +562,12 @@ class OperationCancelView(ApiView):
     @extend_schema(
         summary="Cancel an operation",
         request=ReasonSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(OperationSerializer, "Cancelled.", [examples.OPERATION_CANCELLED]),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.CANCEL],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -520,7 +590,14 @@ class OperationExtendView(ApiView):
     @extend_schema(
         summary="Extend an escalated operation's budgets and resume it",
         request=ExtendSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer,
+                "Extended and resumed: its next model request is queued.",
+                [examples.OPERATION_RESUMED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
         examples=[examples.EXTEND],
     )
@@ -547,8 +624,12 @@ class OperationStopView(ApiView):
     @extend_schema(
         summary="Stop an escalated operation",
         request=ReasonSerializer,
-        responses={200: OperationSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(OperationSerializer, "Stopped.", [examples.OPERATION_STOPPED]),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.STOP],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -574,7 +655,12 @@ class OperationMessagesView(ApiView):
     @extend_schema(
         summary="Follow up an ended operation",
         request=FollowUpSerializer,
-        responses={201: OperationSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                OperationSerializer, "The follow-up, a new operation.", [examples.OPERATION]
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
     )
     @idempotent
@@ -602,7 +688,16 @@ class OperationMessagesView(ApiView):
         return Response(created, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["operations"], responses={200: TurnSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's turns",
+    responses={
+        200: OpenApiResponse(
+            TurnSerializer(many=True), "A page of its turns, in order.", [examples.TURNS]
+        ),
+        **ERRORS,
+    },
+)
 class OperationTurnsView(ApiListView):
     """The operation's model turns, in order."""
 
@@ -615,7 +710,18 @@ class OperationTurnsView(ApiListView):
         return operation.turns.defer("request_frame", "request_items", "reply")
 
 
-@extend_schema(tags=["operations"], responses={200: CallSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's calls",
+    responses={
+        200: OpenApiResponse(
+            CallSerializer(many=True),
+            "A page of its calls, by turn and position in the turn.",
+            [examples.CALLS],
+        ),
+        **ERRORS,
+    },
+)
 class OperationCallsView(ApiListView):
     """The operation's calls; ``protected_audit`` only with the ``audit:read`` scope."""
 
@@ -631,7 +737,16 @@ class OperationCallsView(ApiListView):
         return {**super().get_serializer_context(), "audit": AUDIT in self.key().scopes}
 
 
-@extend_schema(tags=["operations"], responses={200: EventSerializer(many=True), **ERRORS})
+@extend_schema(
+    tags=["operations"],
+    summary="List an operation's audit events",
+    responses={
+        200: OpenApiResponse(
+            EventSerializer(many=True), "A page of its audit events, in order.", [examples.EVENTS]
+        ),
+        **ERRORS,
+    },
+)
 class OperationEventsView(ApiListView):
     """The operation's audit events, in order (hash-chained)."""
 
@@ -644,6 +759,93 @@ class OperationEventsView(ApiListView):
         return operation.events.select_related("call")
 
 
+class EventStreamRenderer(BaseRenderer):
+    """Names ``text/event-stream`` for content negotiation; the stream itself is a
+    ``StreamingHttpResponse`` (:mod:`toolcalls.api.streams`), so this renders nothing."""
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        raise NotImplementedError("an event stream is not rendered from data")
+
+
+#: One event of the stream, as its fields (``data`` is one line of JSON).
+EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The audit sequence."},
+        "event": {"type": "string", "enum": [*AuditKind.values, "end"]},
+        "data": {
+            "type": "string",
+            "description": "JSON: the audit event and its note, or (end) the operation.",
+        },
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
+#: Largest ``Last-Event-ID`` (an audit sequence: PostgreSQL integer).
+MAX_EVENT_ID = 2**31 - 1
+
+
+@extend_schema(tags=["operations"])
+class OperationEventStreamView(ApiView):
+    """The operation's audit events as Server-Sent Events, live: state changes, "preparing to
+    call X", approvals requested and decided, then ``end`` with the final text once it ended.
+    Resumable with ``Last-Event-ID`` (docs/api.md)."""
+
+    scopes = {"GET": (READ,)}
+    renderer_classes = [EventStreamRenderer, JSONRenderer]
+
+    @extend_schema(
+        summary="Follow an operation live (Server-Sent Events)",
+        parameters=[
+            OpenApiParameter(
+                "Last-Event-ID",
+                {"type": "integer", "minimum": 0, "maximum": MAX_EVENT_ID},
+                location=OpenApiParameter.HEADER,
+                description="Resume after this event (its `id`, the audit `sequence`); "
+                "EventSource sends it by itself when it reconnects. Default: from the start.",
+            )
+        ],
+        responses={
+            (200, EventStreamRenderer.media_type): OpenApiResponse(
+                EVENT_SCHEMA,
+                "Events until the operation has ended (then `end`), or for at most "
+                "CALLGATE_API_STREAM_MAX_S seconds: reconnect with Last-Event-ID.",
+                [examples.EVENT_STREAM],
+            ),
+            (400, JSONRenderer.media_type): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, public_id: str) -> StreamingHttpResponse:
+        if not isinstance(request.accepted_renderer, EventStreamRenderer):
+            raise exceptions.NotAcceptable("This endpoint answers in text/event-stream only.")
+        operation = self.operation(public_id)
+        stream = operation_stream(operation_pk=operation.pk, after=_last_event_id(request))
+        response = StreamingHttpResponse(stream, content_type=EventStreamRenderer.media_type)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies pass each event on at once
+        return response
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Response:
+        if isinstance(response, Response):  # an error: always in the one JSON shape
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _last_event_id(request: Request) -> int:
+    value = request.headers.get("Last-Event-ID", "0").strip() or "0"
+    if not (value.isascii() and value.isdigit()) or int(value) > MAX_EVENT_ID:
+        message = f"Last-Event-ID must be a whole number from 0 to {MAX_EVENT_ID}."
+        raise ApiError(400, "invalid_request", message, {"Last-Event-ID": [message]})
+    return int(value)
+
+
 @extend_schema(tags=["tools"])
 class ToolsView(ApiView):
     """The tools the key's tenant may use: its catalogue's enabled tools."""
@@ -651,7 +853,15 @@ class ToolsView(ApiView):
     scopes = {"GET": (READ,)}
 
     @extend_schema(
-        summary="The tenant's tool catalogue", responses={200: ToolSerializer(many=True), **ERRORS}
+        summary="The tenant's tool catalogue",
+        responses={
+            200: OpenApiResponse(
+                ToolSerializer(many=True),
+                "The tools the tenant may use, by name.",
+                [examples.TOOLS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request) -> Response:
         tenant = self.key().tenant
@@ -721,7 +931,10 @@ class LivenessView(StrictView):
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="The process answers", responses={200: dict})
+    @extend_schema(
+        summary="The process answers",
+        responses={200: OpenApiResponse(HealthSerializer, "Alive.", [examples.LIVE]), **ERRORS},
+    )
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
@@ -733,7 +946,18 @@ class ReadinessView(StrictView):
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="Database and broker reachable", responses={200: dict, 503: dict})
+    @extend_schema(
+        summary="Database and broker reachable",
+        responses={
+            200: OpenApiResponse(ReadinessSerializer, "Ready.", [examples.READY]),
+            503: OpenApiResponse(
+                ReadinessSerializer,
+                "The database or the broker is unreachable (`checks` says which).",
+                [examples.NOT_READY],
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request) -> Response:
         checks = {"database": _database_ok(), "broker": _broker_ok()}
         ready = all(checks.values())

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from toolcalls.errors import CallgateError
+from toolcalls.models import Tenant
 
 
 class CallgateCommand(BaseCommand):
@@ -18,3 +19,10 @@ class CallgateCommand(BaseCommand):
             return super().execute(*args, **options)
         except CallgateError as exc:
             raise CommandError(exc.message) from None
+
+    def tenant(self, slug: str) -> Tenant:
+        """The tenant whose slug is ``slug``; ends the command when there is none."""
+        tenant = Tenant.objects.filter(slug=slug).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {slug!r}")
+        return tenant

@@ -13,7 +13,6 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from toolcalls.addresses import UrlRefused
 from toolcalls.admin_base import (
     FixedValuesFilter,
     JsonAdminMixin,
@@ -22,7 +21,7 @@ from toolcalls.admin_base import (
     SuperuserEditableAdminMixin,
     TenantScopedAdminMixin,
 )
-from toolcalls.webhooks.addresses import webhook_url_check
+from toolcalls.webhooks.endpoints import webhook_url_refusal
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
 from toolcalls.webhooks.outbox import EVENT_TYPES
 
@@ -42,12 +41,9 @@ class WebhookEndpointForm(forms.ModelForm):
 
     def clean_url(self) -> str:
         url: str = self.cleaned_data["url"]
-        try:
-            webhook_url_check(url)
-        except UrlRefused as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        except OSError:
-            pass  # the name does not resolve yet: deliveries retry and record the error
+        refusal = webhook_url_refusal(url)
+        if refusal is not None:
+            raise forms.ValidationError(refusal)
         return url
 
 

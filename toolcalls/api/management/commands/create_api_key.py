@@ -2,12 +2,11 @@
 
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.models import SCOPES
 from toolcalls.management.base import CallgateCommand
-from toolcalls.models import Tenant
 
 
 class Command(CallgateCommand):
@@ -26,9 +25,7 @@ class Command(CallgateCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
-        if tenant is None:
-            raise CommandError(f"no tenant {options['tenant']!r}")
+        tenant = self.tenant(options["tenant"])
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         key, secret = api_key_create(tenant=tenant, name=options["name"], scopes=scopes)
         self.stdout.write(f"API key for {tenant.slug} ({key.name}; {', '.join(key.scopes)}):")

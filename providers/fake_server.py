@@ -1,9 +1,13 @@
-"""A local HTTP server that speaks each family's endpoint for the live (SDK) transport tests.
+"""A local HTTP server that speaks each family's endpoint, for the live (SDK) transport: the
+tests' stand-in provider, and ``manage.py fake_provider`` for working without a provider account.
 
-Scripts are registered under a model name; every request for that model is answered with the
-script's next reply (JSON, SSE or an HTTP error, exactly as written), after the family's adapter
-checked the request against the provider's rules (``request_error``, through the replay
-transport) — so a request the real provider would refuse gets that provider's 400 here too.
+Scripts are registered under a family and a model name; every request of that family for that
+model is answered with the script's next reply (JSON, SSE or an HTTP error, exactly as written),
+after the family's adapter checked the request against the provider's rules (``request_error``,
+through the replay transport) — so a request the real provider would refuse gets that provider's
+400 here too. With ``rewind``, a request that does not continue the conversation the script is in
+(or one past its last reply) starts it again from its first reply: one operation at a time per
+script. Without it, such a request is answered with the provider's 400.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ _GEMINI = re.compile(
 
 @dataclass
 class Script:
-    family: str
     replies: list[Mapping[str, Any]]
     position: int = 0
 
@@ -53,13 +56,16 @@ class Received:
 
 @dataclass
 class ReplayServer:
-    scripts: dict[str, Script] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port_wanted: int = 0
+    rewind: bool = False
+    scripts: dict[tuple[str, str], Script] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     httpd: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = ThreadingHTTPServer((self.host, self.port_wanted), _handler(self))
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -75,12 +81,12 @@ class ReplayServer:
 
     def base_url(self, provider: str) -> str:
         """Base URL as each SDK expects it (OpenAI's includes ``/v1``)."""
-        root = f"http://127.0.0.1:{self.port}"
+        root = f"http://{self.host}:{self.port}"
         return f"{root}/v1" if provider == "openai" else root
 
     def script(self, *, model: str, family: str, replies: Sequence[Mapping[str, Any]]) -> None:
         with self.lock:
-            self.scripts[model] = Script(family=family, replies=list(replies))
+            self.scripts[family, model] = Script(replies=list(replies))
 
     def answer(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[WireReply, bool]:
         """The reply for one request and whether it is to be streamed."""
@@ -97,12 +103,16 @@ class ReplayServer:
         )
         with self.lock:
             self.received.append(Received(path, headers, body, streamed))
-            script = self.scripts.get(model)
-            if family is None or script is None or script.family != family:
+            script = self.scripts.get((family, model)) if family else None
+            if family is None or script is None:
                 return _error(404, f"no {family or route} script for model {model!r}"), False
+            transport = ReplayTransport(adapter=get_adapter(family), replies=script.replies)
             turn = script.position
-            script.position += 1
-        transport = ReplayTransport(adapter=get_adapter(family), replies=script.replies)
+            if self.rewind and (
+                turn >= len(script.replies) or transport.pairing_problem(body, turn) is not None
+            ):
+                turn = 0  # not the current conversation's next request: a new one
+            script.position = turn + 1
         try:
             reply = transport.send(request=body, turn=turn, model=model)
         except TransportError as exc:

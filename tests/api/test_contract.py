@@ -1,0 +1,98 @@
+"""The OpenAPI document is exact: valid OpenAPI 3, and the API's own rules hold for every
+operation (toolcalls.api.contract), so an endpoint added later is held to them too."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from openapi_spec_validator import validate
+from rest_framework.test import APIClient
+
+from toolcalls.api.contract import contract_problems
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    schema: dict[str, Any] = response.json()
+    return schema
+
+
+def test_the_served_document_is_valid_openapi_3_and_keeps_the_rules(
+    document: dict[str, Any],
+) -> None:
+    validate(document)
+    assert contract_problems(document) == []
+
+
+def test_the_lint_command_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("lint_api_schema")
+    assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_every_always_present_response_field_is_required(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    for name in ("Operation", "Approval", "Turn", "Event", "Tool", "ErrorBody"):
+        assert set(schemas[name]["required"]) == set(schemas[name]["properties"]), name
+    # Only keys with audit:read see a call's protected audit.
+    assert set(schemas["Call"]["properties"]) - set(schemas["Call"]["required"]) == {
+        "protected_audit"
+    }
+    assert schemas["Operation"]["properties"]["state"] == {
+        "$ref": "#/components/schemas/OperationStateEnum"
+    }
+
+
+def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
+    def parameter(path: str, method: str, name: str) -> dict[str, Any]:
+        (found,) = [p for p in document["paths"][path][method]["parameters"] if p["name"] == name]
+        return dict(found["schema"])
+
+    assert parameter("/api/v1/operations", "get", "limit") | {"default": 0} == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 200,
+        "default": 0,
+    }
+    assert parameter("/api/v1/operations/{public_id}/events", "get", "limit")["maximum"] == 500
+    key = parameter("/api/v1/operations", "post", "Idempotency-Key")
+    assert (key["minLength"], key["maxLength"]) == (1, 255)
+
+
+def test_every_operation_documents_the_shared_statuses_and_headers(
+    document: dict[str, Any],
+) -> None:
+    post = document["paths"]["/api/v1/operations"]["post"]
+    assert {"400", "401", "403", "405", "406", "409", "413", "415", "429", "500"} <= set(
+        post["responses"]
+    )
+    created = post["responses"]["201"]["headers"]
+    assert {"Request-Id", "RateLimit-Limit", "Idempotent-Replayed"} <= set(created)
+    assert "Retry-After" in post["responses"]["409"]["headers"]
+    assert "Retry-After" in post["responses"]["429"]["headers"]
+    live = document["paths"]["/api/v1/health/live"]["get"]["responses"]
+    assert "401" not in live and "RateLimit-Limit" not in live["200"]["headers"]
+
+
+def test_the_rules_catch_what_they_are_for(document: dict[str, Any]) -> None:
+    broken = copy.deepcopy(document)
+    operation = broken["paths"]["/api/v1/operations/{public_id}"]["get"]
+    del operation["responses"]["404"]
+    operation["responses"]["200"]["description"] = ""
+    examples = operation["responses"]["200"]["content"]["application/json"]["examples"]
+    next(iter(examples.values()))["value"]["state"] = "NAPPING"
+    del broken["paths"]["/api/v1/operations/{public_id}/cancel"]["post"]["summary"]
+    assert sorted(contract_problems(broken)) == sorted(
+        [
+            "POST /api/v1/operations/{public_id}/cancel: no summary",
+            "GET /api/v1/operations/{public_id}: undocumented statuses 404",
+            "GET /api/v1/operations/{public_id}: 200: no description",
+            "GET /api/v1/operations/{public_id}: 200 application/json: example invalid at state: "
+            "'NAPPING' is not one of "
+            + repr(document["components"]["schemas"]["OperationStateEnum"]["enum"]),
+        ]
+    )

@@ -1,0 +1,92 @@
+"""The API document's own rules, over every operation (so an endpoint added later is held to
+them too): what ``manage.py lint_api_schema`` and the test suite check beside OpenAPI 3's
+validity.
+
+:func:`contract_problems` takes the document as ``/api/schema/`` serves it (a dict) and returns
+one line per broken rule, ``"<METHOD> <path>: <problem>"``; empty when it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from openapi_schema_validator import OAS30Validator
+
+from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
+from toolcalls.api.schema import operations_of, shared_statuses
+
+_ERROR_REF = "#/components/schemas/Error"
+
+
+def contract_problems(document: dict[str, Any]) -> list[str]:
+    """Every rule broken by ``document``: descriptions, statuses, headers, bounds, examples."""
+    found = []
+    for path, method, operation in operations_of(document):
+        where = f"{method.upper()} {path}"
+        found += [f"{where}: {problem}" for problem in _problems(document, method, operation)]
+    return found
+
+
+def _problems(document: dict[str, Any], method: str, operation: dict[str, Any]) -> Iterator[str]:
+    for name in ("summary", "description"):
+        if not operation.get(name):
+            yield f"no {name}"
+    responses = operation.get("responses", {})
+    missing = [str(code) for code in shared_statuses(method, operation)]
+    missing = [code for code in missing if code not in responses]
+    if missing:
+        yield f"undocumented statuses {', '.join(missing)}"
+    for code, response in responses.items():
+        yield from _response_problems(document, code, response)
+    yield from _parameter_problems(operation)
+    body = operation.get("requestBody")
+    if body is not None:
+        for media_type, media in body.get("content", {}).items():
+            yield from _example_problems(document, f"request {media_type}", media)
+
+
+def _response_problems(
+    document: dict[str, Any], code: str, response: dict[str, Any]
+) -> Iterator[str]:
+    if not response.get("description"):
+        yield f"{code}: no description"
+    if REQUEST_ID_HEADER not in response.get("headers", {}):
+        yield f"{code}: no {REQUEST_ID_HEADER} header"
+    content = response.get("content", {})
+    if code.startswith(("4", "5")) and code != "503":
+        refs = {media.get("schema", {}).get("$ref") for media in content.values()}
+        if refs != {_ERROR_REF}:
+            yield f"{code}: not the one error shape"
+    if code.startswith("2"):
+        for media_type, media in content.items():
+            yield from _example_problems(document, f"{code} {media_type}", media)
+
+
+def _parameter_problems(operation: dict[str, Any]) -> Iterator[str]:
+    for parameter in operation.get("parameters", []):
+        schema = parameter.get("schema", {})
+        name = f"{parameter['in']} parameter {parameter['name']}"
+        if schema.get("type") == "integer" and not {"minimum", "maximum"} <= set(schema):
+            yield f"{name}: an integer without minimum and maximum"
+        if (
+            parameter["in"] == "header"
+            and schema.get("type") == "string"
+            and ("maxLength" not in schema)
+        ):
+            yield f"{name}: a header without maxLength"
+
+
+def _example_problems(document: dict[str, Any], where: str, media: dict[str, Any]) -> Iterator[str]:
+    """At least one example, and each valid against the media type's schema."""
+    examples = [item.get("value") for item in media.get("examples", {}).values()]
+    if "example" in media:
+        examples.append(media["example"])
+    if not examples:
+        yield f"{where}: no example"
+    schema = {**media.get("schema", {}), "components": document.get("components", {})}
+    validator = OAS30Validator(schema)
+    for value in examples:
+        for error in validator.iter_errors(value):
+            at = "/".join(str(part) for part in error.absolute_path) or "(top)"
+            yield f"{where}: example invalid at {at}: {error.message}"
