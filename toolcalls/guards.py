@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -138,8 +138,21 @@ def call_budget_problem(
     return None
 
 
-def repeat_trip(operation: Operation, call: ToolCall) -> Trip | None:
-    """Duplicate detection on tool + canonical arguments.
+class PastCall(NamedTuple):
+    """What the guards and the call-ID check need of a call an earlier turn proposed."""
+
+    provider_call_id: str
+    tool_name: str
+    arguments_sha256: str
+    turn_index: int
+    position: int
+    state: str
+    error_code: str
+
+
+def repeat_trip(history: Sequence[PastCall], call: ToolCall) -> Trip | None:
+    """Duplicate detection on tool + canonical arguments, against the operation's earlier calls
+    (``history``, every call of an earlier turn).
 
     A call identical to an earlier one, with no other call succeeding since, learns nothing new:
     the first such repeat is answered ``NO_PROGRESS``; a repeat of that repeat escalates.
@@ -147,30 +160,18 @@ def repeat_trip(operation: Operation, call: ToolCall) -> Trip | None:
     """
     if not call.arguments_sha256:
         return None
-    previous = (
-        ToolCall.objects.filter(
-            operation=operation,
-            tool_name=call.tool_name,
-            arguments_sha256=call.arguments_sha256,
-            turn__index__lt=call.turn.index,
-        )
-        .select_related("turn")
-        .order_by("-turn__index", "-position")
-        .first()
-    )
-    if previous is None:
+    index, same = call.turn.index, (call.tool_name, call.arguments_sha256)
+    earlier = [p for p in history if p.turn_index < index]
+    identical = [p for p in earlier if (p.tool_name, p.arguments_sha256) == same]
+    if not identical:
         return None
-    progress = (
-        ToolCall.objects.filter(
-            operation=operation,
-            state=CallState.SUCCEEDED,
-            turn__index__gt=previous.turn.index,
-            turn__index__lt=call.turn.index,
-        )
-        .exclude(tool_name=call.tool_name, arguments_sha256=call.arguments_sha256)
-        .exists()
-    )
-    if progress:
+    previous = max(identical, key=lambda p: (p.turn_index, p.position))
+    if any(
+        p.state == CallState.SUCCEEDED
+        and p.turn_index > previous.turn_index
+        and (p.tool_name, p.arguments_sha256) != same
+        for p in earlier
+    ):
         return None
     guard = "repeat_escalate" if previous.error_code == "NO_PROGRESS" else "repeat"
     return Trip(

@@ -34,8 +34,7 @@ def call_authorize(
     requester = operation.requested_by
     if not requester.is_active:
         return f"{_WHO} is no longer active; the call did not run."
-    members = Tenant.members.through.objects
-    if not members.filter(tenant_id=operation.tenant_id, user_id=requester.pk).exists():
+    if not _requester_member(operation):
         return f"{_WHO} no longer belongs to this account; the call did not run."
     permission = RISK_PERMISSIONS.get(spec.risk)
     if permission and not requester.has_perm(permission):
@@ -49,3 +48,17 @@ def call_authorize(
         provider_call_id="",
     )
     return spec.authorize(context, arguments)
+
+
+def _requester_member(operation: Operation) -> bool:
+    """Whether the requester belongs to the operation's tenant: the ``requester_member`` its
+    step read with it (``operation_step(requester=True)``), else asked now and kept on the
+    instance for the step's other calls."""
+    member: bool | None = getattr(operation, "requester_member", None)
+    if member is None:
+        rows = Tenant.members.through.objects
+        member = rows.filter(
+            tenant_id=operation.tenant_id, user_id=operation.requested_by_id
+        ).exists()
+        operation.requester_member = member  # type: ignore[attr-defined]
+    return member

@@ -37,7 +37,7 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
     decided = [_proposed(operation, turn, position, call) for position, call in enumerate(calls)]
     rows = [row for row, _, _ in decided]
     verdicts = _one_approval_per_intent(
-        rows, [_guarded(operation, row, verdict, earlier) for row, verdict, _ in decided]
+        rows, [_guarded(step, row, verdict, earlier) for row, verdict, _ in decided]
     )
     step.change(operation, "tool_call_count", "calls_per_tool", "guard_tripped")
     # The calls that will stay PROPOSED and fit the parallelism budget are handed to workers
@@ -105,13 +105,12 @@ def _runnable(verdict: Verdict) -> bool:
     return not verdict.rejected and verdict.approval_reason is None
 
 
-def _guarded(
-    operation: Operation, call: ToolCall, verdict: Verdict, earlier: Mapping[str, Any]
-) -> Verdict:
+def _guarded(step: Step, call: ToolCall, verdict: Verdict, earlier: Mapping[str, Any]) -> Verdict:
     """Count the call against the budgets and apply the guards (after the validation chain,
     before parking or running: DESIGN.md §5). A tripped budget or a repeat-of-a-repeat also
     marks the operation to escalate once this call set has its results. ``earlier``: calls per
     tool before this reply (a tool never called before cannot be repeated)."""
+    operation = step.operation
     tool_limit = verdict.spec.max_calls if verdict.spec else None
     budget = guards.call_budget_problem(operation, call.tool_name, tool_limit=tool_limit)
     operation.tool_call_count += 1
@@ -123,7 +122,8 @@ def _guarded(
         operation.guard_tripped = operation.guard_tripped or budget.reason
         message = "The tool-call budget of this task is used up; a person has been asked to look."
         return replace(verdict, error_code=ErrorCode.BUDGET_EXCEEDED, error_message=message)
-    repeat = guards.repeat_trip(operation, call) if int(earlier.get(call.tool_name, 0)) else None
+    called = int(earlier.get(call.tool_name, 0))
+    repeat = guards.repeat_trip(step.history(), call) if called else None
     if repeat:
         if repeat.guard == "repeat_escalate":
             operation.guard_tripped = operation.guard_tripped or repeat.reason

@@ -28,7 +28,7 @@ from providers.transports import ModelTransport, OnEvent
 from toolcalls import catalogue, faultpoints
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
-from toolcalls.models import ModelTurn, Operation, ToolCall
+from toolcalls.models import ModelTurn, Operation
 from toolcalls.services.connections import record_retrying, transient
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import enqueue_turn
@@ -247,7 +247,7 @@ def _progress(claim: TurnClaim) -> OnEvent:
 def _record(
     claim: TurnClaim, reply: WireReply | None, parsed: ParsedReply, latency_ms: int
 ) -> None:
-    with operation_step(claim.operation_pk) as step:
+    with operation_step(claim.operation_pk, requester=True) as step:
         assert step is not None
         operation = step.operation
         if (
@@ -486,9 +486,7 @@ def _recurring(step: Step, turn: ModelTurn, parsed: ParsedReply) -> dict[str, st
     reply is stored or anything runs.
     """
     call_ids = [call.call_id for call in parsed.calls]
-    taken = set(
-        ToolCall.objects.filter(operation=step.operation).values_list("provider_call_id", flat=True)
-    )
+    taken = {past.provider_call_id for past in step.history()}
     return recurring_call_renames(call_ids=call_ids, taken=taken, turn=turn.index)
 
 

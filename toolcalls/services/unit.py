@@ -21,10 +21,11 @@ from typing import Unpack
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.guards import PastCall
+from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
 
 Leased = Operation | ToolCall
@@ -44,6 +45,7 @@ class Step:
         self._changed: dict[int, tuple[models.Model, set[str]]] = {}
         self._events: list[AuditEvent] = []
         self._wakeups: list[Callable[[], None]] = []
+        self._history: list[PastCall] | None = None
 
     @property
     def call(self) -> ToolCall:
@@ -77,6 +79,21 @@ class Step:
             rows = ToolCall.objects.filter(turn_id=turn_id)
             self._sets[turn_id] = [self._held.get(row.pk, row) for row in rows]
         return self._sets[turn_id]
+
+    def history(self) -> list[PastCall]:
+        """The operation's calls stored before this step read them (read once per step)."""
+        if self._history is None:
+            rows = ToolCall.objects.filter(operation=self.operation).values_list(
+                "provider_call_id",
+                "tool_name",
+                "arguments_sha256",
+                "turn__index",
+                "position",
+                "state",
+                "error_code",
+            )
+            self._history = [PastCall(*row) for row in rows]
+        return self._history
 
     def flush(self) -> None:
         """Write what the step changed: events (one insert), then each changed row once; rows
@@ -116,17 +133,33 @@ def _save(model: type[models.Model], fields: list[str], rows: list[models.Model]
 
 @contextmanager
 def operation_step(
-    operation_pk: int, *, where: Q | None = None, related: Sequence[str] = ("tenant",)
+    operation_pk: int,
+    *,
+    where: Q | None = None,
+    related: Sequence[str] = ("tenant",),
+    requester: bool = False,
 ) -> Iterator[Step | None]:
     """A durable transaction holding operation ``operation_pk`` locked (when it also matches
-    ``where``; else the step is ``None``), saved once at the end."""
+    ``where``; else the step is ``None``), saved once at the end. With ``requester``, the same
+    statement also reads the requester and whether they belong to the operation's tenant
+    (``requester_member``), which authorizing calls needs."""
     with transaction.atomic(durable=True):
         rows = Operation.objects.select_for_update(of=("self",)).select_related(*related)
+        if requester:
+            rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
         operation = rows.filter(where or Q(), pk=operation_pk).first()
         step = Step(operation) if operation is not None else None
         yield step
         if step is not None:
             step.flush()
+
+
+#: Whether an operation's requester belongs to its tenant (``requester_member``).
+_MEMBER = Exists(
+    Tenant.members.through.objects.filter(
+        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("requested_by_id")
+    )
+)
 
 
 @contextmanager
