@@ -182,6 +182,8 @@ class FamilyAdapter(abc.ABC):
     name_pattern: re.Pattern[str] = PLAIN_TOOL_NAME
     #: Where the calls sit, for families whose calls are items of the assistant's list.
     flat_calls: FlatCalls
+    #: The request body's field that holds the conversation (:meth:`build_request`).
+    conversation_field: str
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """The opening conversation (provider-native items): the earlier ``messages``, then
@@ -211,6 +213,10 @@ class FamilyAdapter(abc.ABC):
     ) -> dict[str, Any]:
         """The JSON request body for the next model request, with ``instructions`` (empty:
         none) and ``settings`` in the family's own fields."""
+
+    def conversation_in(self, body: Mapping[str, Any]) -> list[Any]:
+        """The conversation ``body`` (from :meth:`build_request`) carries, as it was given."""
+        return list(body[self.conversation_field])
 
     @abc.abstractmethod
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:

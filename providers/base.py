@@ -301,6 +301,11 @@ class ProviderAdapter(Protocol):
         (the system prompt; empty: none) and ``settings`` in the family's own fields."""
         ...
 
+    def conversation_in(self, body: Mapping[str, Any]) -> list[Any]:
+        """Return the conversation a body from :meth:`build_request` carries, as it was given
+        (without the instructions): what a request continues from."""
+        ...
+
     def parse_reply(
         self, reply: WireReply, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     ) -> ParsedReply:

@@ -276,6 +276,11 @@ CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
 CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)
 CALLGATE_WEBHOOK_MAX_ATTEMPTS = env.int("CALLGATE_WEBHOOK_MAX_ATTEMPTS", default=8)
 CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=False)
+# Observability: /metrics answers (and metrics are recorded) only with this bearer token set;
+# traces (configured by the standard OTEL_* variables, config.observability) carry tool
+# arguments and results only when asked.
+CALLGATE_METRICS_TOKEN = env("CALLGATE_METRICS_TOKEN", default="")
+CALLGATE_TRACE_CONTENT = env.bool("CALLGATE_TRACE_CONTENT", default=False)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
 CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: refunds above this amount (cents) need an operator's approval.

@@ -36,6 +36,7 @@ class AnthropicMessagesAdapter(FamilyAdapter):
 
     provider = "anthropic"
     family = "anthropic_messages"
+    conversation_field = "messages"
     revision = REVISION
     flat_calls = FlatCalls("tool_use", id_field="id", arguments_field="input", empty={})
     error_reason_fields = ("type",)

@@ -30,6 +30,7 @@ class GeminiGenerateAdapter(FamilyAdapter):
 
     provider = "google"
     family = "gemini_generate"
+    conversation_field = "contents"
     revision = REVISION
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME

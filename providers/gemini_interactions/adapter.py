@@ -33,6 +33,7 @@ class GeminiInteractionsAdapter(FamilyAdapter):
 
     provider = "google"
     family = "gemini_interactions"
+    conversation_field = "input"
     revision = REVISION
     flat_calls = FlatCalls("function_call", id_field="id", arguments_field="arguments", empty={})
     error_reason_fields = ("status",)

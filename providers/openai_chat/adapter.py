@@ -31,6 +31,7 @@ class OpenAIChatAdapter(FamilyAdapter):
 
     provider = "openai"
     family = "openai_chat"
+    conversation_field = "messages"
     revision = REVISION
     error_reason_fields = ("code", "type")
 
@@ -59,6 +60,12 @@ class OpenAIChatAdapter(FamilyAdapter):
                 for tool in tools
             ]
         return body
+
+    def conversation_in(self, body: Mapping[str, Any]) -> list[Any]:
+        # The conversation never holds a developer message: one leading the messages is the
+        # instructions ``build_request`` put there.
+        messages = list(body["messages"])
+        return messages[1:] if messages and messages[0].get("role") == "developer" else messages
 
     def append_results(
         self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]

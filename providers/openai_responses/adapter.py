@@ -28,6 +28,7 @@ class OpenAIResponsesAdapter(FamilyAdapter):
 
     provider = "openai"
     family = "openai_responses"
+    conversation_field = "input"
     revision = REVISION
     flat_calls = FlatCalls(
         "function_call", id_field="call_id", arguments_field="arguments", empty="{}"

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from providers.base import Message, ModelSettings, ProviderAdapter, UnsupportedSetting
 from providers.families import get_adapter
-from toolcalls import catalogue
+from toolcalls import catalogue, telemetry
 from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
@@ -176,6 +176,7 @@ def _created(operation: Operation, actor: Actor) -> Operation:
         if script is not None and script._state.adding:
             script.save()
             operation.replay_script = script
+        operation.trace_context = telemetry.operation_traced(operation)
         operation.save(force_insert=True)
         step = Step(operation)
         step.audit(

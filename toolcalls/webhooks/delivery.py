@@ -36,6 +36,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from toolcalls.telemetry import metrics
 from toolcalls.webhooks import wakeups
 from toolcalls.webhooks.addresses import WebhookRefused, webhook_url_check
 from toolcalls.webhooks.models import WebhookDelivery
@@ -176,12 +177,15 @@ def _record(claim: _Claim, outcome: _Outcome, *, endpoint_pk: int, operation_pk:
     now = timezone.now()
     common: dict[str, Any] = {"last_status_code": outcome.status, "last_error": outcome.error}
     if outcome.ok:
+        metrics.webhook_delivery(outcome="delivered")
         done = mine.update(
             state=WebhookDelivery.State.DELIVERED, delivered_at=now, next_attempt_at=None, **common
         )
     elif outcome.permanent or claim.attempt >= settings.CALLGATE_WEBHOOK_MAX_ATTEMPTS:
+        metrics.webhook_delivery(outcome="failed")
         done = mine.update(state=WebhookDelivery.State.FAILED, next_attempt_at=None, **common)
     else:
+        metrics.webhook_delivery(outcome="retry")
         delay = webhook_retry_delay_s(attempt=claim.attempt)
         done = mine.update(next_attempt_at=now + timedelta(seconds=delay), **common)
         if done:
