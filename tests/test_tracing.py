@@ -169,6 +169,7 @@ def _approval_attributes(span: ReceivedSpan, operation: Operation) -> None:
     assert attributes["callgate.approval.id"] == approval.public_id
     assert attributes["callgate.approval.decision"] == "APPROVED"
     assert attributes["callgate.approval.decided_by"] == "user:operator"
+    assert approval.decided_at is not None
     wait_s = (approval.decided_at - approval.created_at).total_seconds()
     assert attributes["callgate.approval.wait_s"] == pytest.approx(wait_s, abs=0.5)
     assert span.events == ["callgate.approval.requested", "callgate.approval.decided"]
