@@ -82,8 +82,8 @@ ESCALATIONS = Counter(
 )
 PROVIDER_RETRIES = Counter(
     "callgate_provider_retries",
-    "Model requests retried after a retryable provider failure, by status (HTTP status or the "
-    "provider's error code).",
+    "Model requests retried after a retryable provider failure, by status (the failure's raw "
+    "reason, the provider's error code or status).",
     ["status"],
     registry=REGISTRY,
 )
