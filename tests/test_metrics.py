@@ -34,8 +34,8 @@ def receiver() -> Iterator[Receiver]:
 
 
 def _scrape(token: str | None = TOKEN) -> tuple[int, str]:
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    response = Client().get("/metrics", **headers)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = Client().get("/metrics", headers=headers)
     return response.status_code, response.content.decode()
 
 
