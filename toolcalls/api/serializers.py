@@ -274,6 +274,15 @@ class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=500)
 
 
+class ForkSerializer(StrictSerializer):
+    from_turn = serializers.IntegerField(
+        min_value=0, help_text="The turn (its index, from 0) whose conversation the fork starts."
+    )
+    model = serializers.CharField(
+        max_length=100, required=False, help_text="Another model for the fork (default: the same)."
+    )
+
+
 class ToolSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()

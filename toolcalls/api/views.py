@@ -43,6 +43,7 @@ from toolcalls.api.serializers import (
     ErrorSerializer,
     EventSerializer,
     ExtendSerializer,
+    ForkSerializer,
     OperationCreateSerializer,
     OperationSerializer,
     ReasonSerializer,
@@ -51,6 +52,7 @@ from toolcalls.api.serializers import (
 )
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
 from toolcalls.services.escalations import operation_extend, operation_stop
+from toolcalls.services.forks import operation_fork
 from toolcalls.services.operations import operation_cancel, operation_start
 from toolcalls.states import OperationState
 
@@ -544,6 +546,35 @@ class OperationStopView(ApiView):
             reason=body["reason"],
         )
         return Response(OperationSerializer(self.operation(public_id)).data)
+
+
+@extend_schema(tags=["operations"])
+class OperationForkView(ApiView):
+    """Start a new operation from one of this one's turns: its conversation up to that turn, the
+    same tools, settings and budgets, optionally another model. Effects already settled are
+    answered from their idempotency records, never run again; approvals are asked again where
+    policy requires."""
+
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Fork an operation from a turn",
+        request=ForkSerializer,
+        responses={201: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        operation = self.operation(public_id)
+        body = self.validated(ForkSerializer)
+        fork = operation_fork(
+            operation_pk=operation.pk,
+            from_turn=body["from_turn"],
+            actor=self.actor(),
+            model=body.get("model"),
+        )
+        data = OperationSerializer(self.operation(fork.public_id)).data
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(tags=["operations"], responses={200: TurnSerializer(many=True), **ERRORS})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -30,6 +31,17 @@ class OperationError(CallgateError):
     """Bad input to an operation service. ``code`` is machine-readable."""
 
 
+@dataclass(frozen=True)
+class Fork:
+    """Where a forked operation starts (:func:`toolcalls.services.forks.operation_fork`): turn
+    ``turn`` (its index) of ``operation``, with the ``conversation`` that turn's request
+    carried (provider-native items)."""
+
+    operation: Operation
+    turn: int
+    conversation: list[Any]
+
+
 class StartOptions(TypedDict, total=False):
     """The optional arguments of :func:`operation_start`.
 
@@ -43,7 +55,8 @@ class StartOptions(TypedDict, total=False):
     "user" | "assistant", "text"}`` mappings in order, before ``input_text``. ``settings``:
     :class:`~providers.base.ModelSettings` by name, each one the family must honour.
     ``metadata``: strings kept with the operation. ``actor``: who the audit trail names
-    (default: ``requested_by``, as a user).
+    (default: ``requested_by``, as a user). ``fork``: start from another operation's turn
+    (:class:`Fork`): its conversation, and turn numbers going on from there.
     """
 
     tool_names: Sequence[str] | None
@@ -56,6 +69,7 @@ class StartOptions(TypedDict, total=False):
     settings: Mapping[str, Any] | None
     metadata: Mapping[str, str] | None
     actor: Actor | None
+    fork: Fork | None
 
 
 def operation_start(
@@ -95,6 +109,10 @@ def operation_start(
         deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
         **_request(adapter, input_text, options, names),
     )
+    fork = options.get("fork")
+    if fork is not None:
+        operation.forked_from, operation.from_turn = fork.operation, fork.turn
+        operation.conversation, operation.turn_count = fork.conversation, fork.turn
     return _created(operation, options.get("actor") or Actor.user(requested_by))
 
 
@@ -192,11 +210,17 @@ def _created(operation: Operation, actor: Actor) -> Operation:
                 "tools": operation.tool_names,
                 "transport": operation.transport,
                 "budgets": operation.budgets,
+                **_fork_details(operation),
             },
         )
         enqueue_turn(step, operation_pk=operation.pk)
         step.flush()
     return operation
+
+
+def _fork_details(operation: Operation) -> dict[str, Any]:
+    forked = operation.forked_from
+    return {"forked_from": forked.public_id, "from_turn": operation.from_turn} if forked else {}
 
 
 def operation_cancel(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
