@@ -3,7 +3,9 @@ an escalation and a webhook delivery beside it) every series the README lists is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -12,9 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from approvals.services import approval_decide
 from tests import replies as r
-from tests.conftest import wait_for
+from tests.conftest import REPO, wait_for
 from tests.engine import bundled_replies, start
-from tests.webhooks.test_webhooks import Receiver, endpoint
+from tests.webhooks.test_webhooks import endpoint
+from tests.webhooks.test_webhooks import receiver as receiver  # the fixture
 from toolcalls.models import Operation
 from toolcalls.states import OperationState
 
@@ -22,15 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TOKEN = "metrics-test-token"
 S = OperationState
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
 
 
 def _scrape(token: str | None = TOKEN) -> tuple[int, str]:
@@ -98,3 +92,31 @@ def test_every_series_is_there_after_the_demo_refund(demo, inprocess_worker, rec
             if sample == name and labels.items() <= dict(have).items()
         ]
         assert found and sum(found) > 0, (name, labels)
+
+
+RECORD = """
+import django
+django.setup()
+from toolcalls.telemetry import metrics
+metrics.webhook_delivery(outcome="delivered")
+"""
+
+
+@pytest.mark.django_db
+def test_counts_of_every_process_are_added_up(tmp_path, monkeypatch) -> None:
+    """Two processes (as gunicorn or Celery workers) count into PROMETHEUS_MULTIPROC_DIR; the
+    scrape adds their counts up."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+        "CALLGATE_METRICS_TOKEN": TOKEN,
+    }
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", RECORD], env=env, cwd=REPO, check=True)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    with override_settings(CALLGATE_METRICS_TOKEN=TOKEN):
+        status, text = _scrape()
+    assert status == 200
+    assert 'callgate_webhook_deliveries_total{outcome="delivered"} 2.0' in text
+    assert "# TYPE callgate_operations gauge" in text

@@ -8,11 +8,13 @@ the SDK's in-memory exporter; the worker process exports over OTLP to the local 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -181,3 +183,21 @@ def test_a_failed_model_request_is_an_error_span(demo, eager_tasks, memory_spans
     assert chats
     assert all(span.status_code == StatusCode.ERROR.value for span in chats)
     assert all(span.attributes["error.type"] for span in chats)
+
+
+@override_settings(CALLGATE_TRACE_CONTENT=True)
+def test_arguments_and_results_are_recorded_only_when_asked(
+    demo, eager_tasks, memory_spans
+) -> None:
+    lookup = r.response(r.call("c1", "get_order", {"order_id": "ORD-1001"}))
+    operation = start(demo, [lookup, r.final()], tool_names=["get_order"])
+    (span,) = [s for s in _in_memory(memory_spans) if s.name == "execute_tool get_order"]
+    assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == {"order_id": "ORD-1001"}
+    call = operation.calls.get()
+    assert call.model_result is not None
+    result = json.loads(span.attributes["gen_ai.tool.call.result"])
+    assert result == call.model_result["data"]
+
+
+def test_an_operation_created_untraced_has_no_trace_context(demo, eager_tasks) -> None:
+    assert start(demo, [r.final()], tool_names=[]).trace_context == {}

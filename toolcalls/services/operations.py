@@ -109,10 +109,7 @@ def operation_start(
         deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
         **_request(adapter, input_text, options, names),
     )
-    fork = options.get("fork")
-    if fork is not None:
-        operation.forked_from, operation.from_turn = fork.operation, fork.turn
-        operation.conversation, operation.turn_count = fork.conversation, fork.turn
+    _fork(operation, options.get("fork"))
     return _created(operation, options.get("actor") or Actor.user(requested_by))
 
 
@@ -216,6 +213,13 @@ def _created(operation: Operation, actor: Actor) -> Operation:
         enqueue_turn(step, operation_pk=operation.pk)
         step.flush()
     return operation
+
+
+def _fork(operation: Operation, fork: Fork | None) -> None:
+    """Start ``operation`` where ``fork`` says: the original's turn, its conversation."""
+    if fork is not None:
+        operation.forked_from, operation.from_turn = fork.operation, fork.turn
+        operation.conversation, operation.turn_count = fork.conversation, fork.turn
 
 
 def _fork_details(operation: Operation) -> dict[str, Any]:

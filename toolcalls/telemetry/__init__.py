@@ -80,7 +80,12 @@ def model_request(request: Callable[[T], Reply]) -> Callable[[T], Reply]:
                 turn=claim.turn,
             )
         started = time.monotonic()
-        reply, parsed = request(claim)
+        try:
+            reply, parsed = request(claim)
+        except Exception as exc:  # a bug, not a reply: the span says so, the worker goes on
+            if span is not None:
+                tracing.failed(span, exc)
+            raise
         if span is not None:
             tracing.chat_end(span, parsed)
         if counted:

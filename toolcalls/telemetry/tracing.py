@@ -119,6 +119,13 @@ def chat_end(span: Span, parsed: ParsedReply) -> None:
     span.end()
 
 
+def failed(span: Span, exc: Exception) -> None:
+    """End ``span`` for a request that raised ``exc`` instead of answering."""
+    span.record_exception(exc)
+    _error(span, type(exc).__name__, str(exc))
+    span.end()
+
+
 def tool_start(
     *,
     trace_context: Mapping[str, str],
