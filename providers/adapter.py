@@ -27,12 +27,12 @@ from providers.base import (
     StreamAssembler,
     ToolDeclaration,
     ToolResultMessage,
-    UnsupportedSetting,
     Usage,
     WireReply,
 )
 from providers.errors import retry_after_seconds, status_is_retryable
 from providers.payload import count, items, obj, text
+from providers.settings import Honoured, check
 from providers.streaming import assemble
 
 
@@ -182,8 +182,11 @@ class FamilyAdapter(abc.ABC):
     name_pattern: re.Pattern[str] = PLAIN_TOOL_NAME
     #: Where the calls sit, for families whose calls are items of the assistant's list.
     flat_calls: FlatCalls
-    #: The request body's field that holds the conversation (:meth:`build_request`).
-    conversation_field: str
+    #: What the family does with the neutral model settings.
+    honoured: Honoured
+    #: The request body's field holding the conversation (:meth:`build_request` may put items
+    #: of its own before it, never after).
+    conversation_field: str = "messages"
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """The opening conversation (provider-native items): the earlier ``messages``, then
@@ -196,10 +199,10 @@ class FamilyAdapter(abc.ABC):
         return {"role": role, "content": text}
 
     def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
-        """Refuse (:class:`UnsupportedSetting`) every setting this family does not map; a
-        family overrides this with the ones it honours."""
-        for name in settings.as_dict():
-            raise UnsupportedSetting(name, f"{name} is not supported by {self.family}")
+        """Refuse (:class:`providers.base.UnsupportedSetting`) what :attr:`honoured` says this
+        family cannot honour, and any value outside the documented ranges
+        (:func:`providers.settings.check`); a family with rules on combinations adds them."""
+        check(settings, family=self.family, honoured=self.honoured, tool_names=tool_names)
 
     @abc.abstractmethod
     def build_request(
@@ -213,10 +216,6 @@ class FamilyAdapter(abc.ABC):
     ) -> dict[str, Any]:
         """The JSON request body for the next model request, with ``instructions`` (empty:
         none) and ``settings`` in the family's own fields."""
-
-    def conversation_in(self, body: Mapping[str, Any]) -> list[Any]:
-        """The conversation ``body`` (from :meth:`build_request`) carries, as it was given."""
-        return list(body[self.conversation_field])
 
     @abc.abstractmethod
     def parse_body(self, body: Mapping[str, Any], *, max_argument_bytes: int) -> ParsedReply:

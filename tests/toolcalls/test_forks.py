@@ -4,10 +4,13 @@ from its idempotency record: on the demo ledger, nothing happens twice, in every
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from approvals.services import approval_decide
 from providers.families import ADAPTERS
@@ -18,6 +21,7 @@ from toolcalls.demo.models import LedgerEntry, RefundDraft
 from toolcalls.models import Operation
 from toolcalls.services.forks import operation_fork
 from toolcalls.services.operations import OperationError
+from toolcalls.services.retention import bodies_prune
 from toolcalls.states import AuditKind, CallState, OperationState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,11 +90,16 @@ def test_a_fork_may_use_another_model_from_the_first_turn(demo, eager_tasks) -> 
     assert list(ran) == ["get_order"]  # a read runs again; the effects do not
 
 
-def test_a_fork_from_a_turn_the_operation_does_not_have_is_refused(demo, eager_tasks) -> None:
+def test_a_fork_needs_the_turn_and_its_conversation(demo, eager_tasks) -> None:
     original = _refunded(demo, "openai_responses")
     with pytest.raises(OperationError) as refused:
         operation_fork(operation_pk=original.pk, from_turn=99, actor=FORKER)
     assert refused.value.code == "unknown_turn"
+    later = timezone.now() + timedelta(seconds=1)
+    assert bodies_prune(operation_pk=original.pk, ended_before=later, actor=FORKER)
+    with pytest.raises(OperationError) as pruned:
+        operation_fork(operation_pk=original.pk, from_turn=0, actor=FORKER)
+    assert pruned.value.code == "bodies_pruned"
     assert Operation.objects.count() == 1
 
 

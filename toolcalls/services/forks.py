@@ -12,7 +12,9 @@ record (the call ends SUPPRESSED, naming the call that settled it) and never run
 
 from __future__ import annotations
 
-from providers.families import get_adapter
+from itertools import chain
+from typing import Any
+
 from toolcalls.actors import Actor
 from toolcalls.models import Operation
 from toolcalls.services.operations import Fork, OperationError, operation_start
@@ -30,14 +32,7 @@ def operation_fork(
     original = Operation.objects.select_related("tenant", "requested_by", "replay_script").get(
         pk=operation_pk
     )
-    turn = original.turns.filter(index=from_turn).only("request_body").first()
-    if turn is None:
-        raise OperationError(
-            "unknown_turn",
-            f"{original.public_id} has no turn {from_turn}",
-            details={"turns": original.turn_count},
-        )
-    conversation = get_adapter(original.family).conversation_in(turn.request_body)
+    conversation = _conversation_at(original, from_turn)
     return operation_start(
         tenant=original.tenant,
         requested_by=original.requested_by,
@@ -57,3 +52,21 @@ def operation_fork(
         actor=actor,
         fork=Fork(operation=original, turn=from_turn, conversation=conversation),
     )
+
+
+def _conversation_at(operation: Operation, turn: int) -> list[Any]:
+    """The conversation turn ``turn`` of ``operation`` sent: the items each turn up to it sent
+    first (``ModelTurn.request_items``). Raises :class:`OperationError` (``unknown_turn``;
+    ``bodies_pruned`` when retention already removed them)."""
+    if not operation.turns.filter(index=turn).exists():
+        raise OperationError(
+            "unknown_turn",
+            f"{operation.public_id} has no turn {turn}",
+            details={"turns": operation.turn_count},
+        )
+    if operation.bodies_pruned_at is not None:
+        raise OperationError(
+            "bodies_pruned", f"{operation.public_id}'s conversation was removed by retention"
+        )
+    sent = operation.turns.filter(index__lte=turn).order_by("index")
+    return list(chain.from_iterable(sent.values_list("request_items", flat=True)))

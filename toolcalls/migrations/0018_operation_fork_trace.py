@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('toolcalls', '0016_operation_instructions_settings'),
+        ('toolcalls', '0017_turn_request_items'),
     ]
 
     operations = [
