@@ -26,8 +26,9 @@ def operation_fork(
     """Start a fork of operation ``operation_pk`` from its turn ``from_turn`` (a turn index, as
     ``ModelTurn.index``), with ``model`` instead of the original's when given; returns the new
     PENDING operation. Raises ``Operation.DoesNotExist`` and :class:`OperationError`:
-    ``unknown_turn``, ``bodies_pruned``, or any code of ``operation_start`` (a tool the original offered that its
-    tenant no longer has, settings the model no longer takes, a live provider's missing key).
+    ``unknown_turn``, ``bodies_pruned``, or any code of ``operation_start`` (a tool the
+    original offered that its tenant no longer has, settings the model no longer takes, a live
+    provider's missing key).
     """
     original = Operation.objects.select_related("tenant", "requested_by", "replay_script").get(
         pk=operation_pk

@@ -184,7 +184,10 @@ class OpenWork(Collector):
             labels=["tool"],
         )
         waiting = (
-            ToolCall.objects.filter(state=CallState.WAITING_APPROVAL)
+            # A parked call of an ended operation waits for no one (its approval is superseded).
+            ToolCall.objects.filter(
+                state=CallState.WAITING_APPROVAL, operation__state__in=OPERATION_ACTIVE
+            )
             .order_by()
             .values_list("tool_name")
             .annotate(n=Count("pk"))
