@@ -54,6 +54,15 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@signals.worker_process_init.connect
+def _tracing_start(**_: Any) -> None:
+    """Trace each pool process as ``OTEL_*`` says: after the fork, so the span exporter's
+    thread runs in the process that records the spans."""
+    from config.observability import tracing_setup
+
+    tracing_setup()
+
+
 @signals.task_prerun.connect
 @signals.task_postrun.connect
 def _connections_recycle(task: Any = None, **_: Any) -> None:

@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from config.observability import metrics_view
 from toolcalls.api.errors import unknown_path
 from toolcalls.console import views as console_views
 
@@ -15,6 +16,7 @@ urlpatterns = [
     path("console/search/", console_views.search, name="search"),
     path("console/operations/", include("toolcalls.console.urls")),
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("toolcalls.api.urls")),
     path("api/v1/", include("approvals.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

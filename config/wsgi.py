@@ -6,6 +6,7 @@ runs tasks and the periodic sweeps in time (``config.inprocess_worker``).
 
 import os
 
+import django
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
@@ -13,6 +14,11 @@ from config import celery_app, inprocess_worker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
+django.setup(set_prefix=False)
+# Before the application loads its middleware, which the Django instrumentation extends.
+from config.observability import tracing_setup  # noqa: E402  (needs the apps loaded)
+
+tracing_setup()
 application = get_wsgi_application()
 
 if settings.CELERY_TASK_ALWAYS_EAGER:

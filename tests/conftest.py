@@ -17,6 +17,7 @@ from django.db import connection
 from config import inprocess_worker as worker_module
 from config.celery import app as celery_app
 from providers.fake_server import ReplayServer
+from tests.otlp import OtlpReceiver
 
 REPO = Path(__file__).resolve().parents[1]
 #: The project's provider wire-format corpus (format: ``tests/fixtures/README.md``).
@@ -92,11 +93,21 @@ def provider_settings(server: ReplayServer) -> dict[str, dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
+def otlp_receiver() -> Iterator[OtlpReceiver]:
+    """The OTLP/HTTP endpoint the test worker exports its spans to."""
+    receiver = OtlpReceiver()
+    receiver.start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture(scope="session")
 def celery_worker(
-    django_db_setup, django_db_blocker, replay_server
+    django_db_setup, django_db_blocker, replay_server, otlp_receiver
 ) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
     """A real ``celery worker`` process on the test database and the test Redis database, with
-    the live transport pointed at :func:`replay_server`."""
+    the live transport pointed at :func:`replay_server` and its spans exported (OTLP) to
+    :func:`otlp_receiver` within a tenth of a second."""
     with django_db_blocker.unblock():
         db = connection.settings_dict
     broker = settings.CELERY_BROKER_URL
@@ -109,6 +120,9 @@ def celery_worker(
         ),
         "TEST_CELERY_BROKER_URL": broker,
         "CALLGATE_DEMO_FAULTS": "1",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp_receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
         **{
             f"CALLGATE_{provider.upper()}_{key.upper()}": value
             for provider, config in provider_settings(replay_server).items()

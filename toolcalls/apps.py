@@ -9,7 +9,8 @@ class ToolcallsConfig(AppConfig):
     verbose_name = "Tool calls"
 
     def ready(self) -> None:
-        from toolcalls import tasks
+        from toolcalls import tasks, telemetry
+        from toolcalls.hooks import audit_listen
         from toolcalls.services.enqueue import Workers, workers_register
 
         # Tools register themselves on import; only modules named in settings are imported, so
@@ -24,3 +25,4 @@ class ToolcallsConfig(AppConfig):
                 resume_call=tasks.resume_call,
             )
         )
+        audit_listen(telemetry.audit_observe)

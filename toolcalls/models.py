@@ -152,6 +152,22 @@ class Operation(models.Model):
         related_name="follow_ups",
         help_text="The ended operation this one follows up.",
     )
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="forks",
+        help_text="The operation whose conversation this one re-runs from a turn.",
+    )
+    from_turn = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The turn of forked_from this one starts at."
+    )
+    trace_context = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="W3C trace context (traceparent) of the operation's trace; empty untraced.",
+    )
     tool_names = models.JSONField(help_text="Registry tools offered to the model.")
     metadata = models.JSONField(default=dict, blank=True, help_text="The caller's own labels.")
     state = models.CharField(

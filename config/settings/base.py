@@ -302,6 +302,11 @@ CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", defa
 CALLGATE_REMOTE_ALLOW_PRIVATE = env.bool("CALLGATE_REMOTE_ALLOW_PRIVATE", default=False)
 CALLGATE_REMOTE_ALLOW_STDIO = env.bool("CALLGATE_REMOTE_ALLOW_STDIO", default=False)
 CALLGATE_REMOTE_MAX_REPLY_BYTES = env.int("CALLGATE_REMOTE_MAX_REPLY_BYTES", default=1024 * 1024)
+# Observability: /metrics answers (and metrics are recorded) only with this bearer token set;
+# traces (configured by the standard OTEL_* variables, config.observability) carry tool
+# arguments and results only when asked.
+CALLGATE_METRICS_TOKEN = env("CALLGATE_METRICS_TOKEN", default="")
+CALLGATE_TRACE_CONTENT = env.bool("CALLGATE_TRACE_CONTENT", default=False)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
 CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: the secret the demo's HTTP tool server checks Callgate's signatures with (dev only).

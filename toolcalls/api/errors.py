@@ -92,6 +92,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "no_script": 400,
     "no_credentials": 400,
     "bad_budget": 400,
+    "unknown_turn": 400,
+    "bodies_pruned": 410,
     "reason_required": 400,
     "invalid_edit": 400,
     "invalid_server": 400,

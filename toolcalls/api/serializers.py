@@ -370,6 +370,15 @@ class ToolOverridesSerializer(serializers.Serializer):
     approval_threshold = serializers.IntegerField(allow_null=True)
 
 
+class ForkSerializer(StrictSerializer):
+    from_turn = serializers.IntegerField(
+        min_value=0, help_text="The turn (its index, from 0) whose conversation the fork starts."
+    )
+    model = serializers.CharField(
+        max_length=100, required=False, help_text="Another model for the fork (default: the same)."
+    )
+
+
 class ToolSerializer(serializers.Serializer):
     """A registered tool as the key's tenant has it (a :class:`toolcalls.catalogue.Entry`):
     the spec with the tenant's overrides applied, whether it is enabled, and the overrides."""

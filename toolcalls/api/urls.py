@@ -21,6 +21,11 @@ urlpatterns = [
         name="api-operation-stop",
     ),
     path(
+        "operations/<str:public_id>/fork",
+        views.OperationForkView.as_view(),
+        name="api-operation-fork",
+    ),
+    path(
         "operations/<str:public_id>/turns",
         views.OperationTurnsView.as_view(),
         name="api-operation-turns",

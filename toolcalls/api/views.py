@@ -46,6 +46,7 @@ from toolcalls.api.serializers import (
     EventSerializer,
     ExtendSerializer,
     FollowUpSerializer,
+    ForkSerializer,
     HealthSerializer,
     OperationCreateSerializer,
     OperationSerializer,
@@ -59,6 +60,7 @@ from toolcalls.api.streams import operation_stream
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
 from toolcalls.services.catalogue import CatalogueError, tenant_tool_set
 from toolcalls.services.escalations import operation_extend, operation_stop
+from toolcalls.services.forks import operation_fork
 from toolcalls.services.operations import (
     operation_cancel,
     operation_follow_up,
@@ -686,6 +688,40 @@ class OperationMessagesView(ApiView):
         )
         created = OperationSerializer(self.operation(operation.public_id)).data
         return Response(created, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["operations"])
+class OperationForkView(ApiView):
+    """Start a new operation from one of this one's turns: its conversation up to that turn, the
+    same tools, settings and budgets, optionally another model. Effects already settled are
+    answered from their idempotency records, never run again; approvals are asked again where
+    policy requires."""
+
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Fork an operation from a turn",
+        request=ForkSerializer,
+        responses={
+            201: OpenApiResponse(
+                OperationSerializer, "The fork, a new operation.", [examples.OPERATION]
+            ),
+            **ERRORS,
+        },
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        operation = self.operation(public_id)
+        body = self.validated(ForkSerializer)
+        fork = operation_fork(
+            operation_pk=operation.pk,
+            from_turn=body["from_turn"],
+            actor=self.actor(),
+            model=body.get("model"),
+        )
+        data = OperationSerializer(self.operation(fork.public_id)).data
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(

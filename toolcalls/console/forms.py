@@ -33,6 +33,11 @@ class ExtendForm(forms.Form):
         return changed
 
 
+class ForkForm(forms.Form):
+    from_turn = forms.IntegerField(min_value=0)
+    model = forms.CharField(required=False, max_length=100)
+
+
 class StopForm(forms.Form):
     reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 2}))
 

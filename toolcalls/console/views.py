@@ -12,16 +12,19 @@ from django.views.decorators.http import require_POST
 from toolcalls import selectors
 from toolcalls.actors import Actor
 from toolcalls.console.diagram import operation_diagram
-from toolcalls.console.forms import ExtendForm, ResolveForm, StopForm
+from toolcalls.console.forms import ExtendForm, ForkForm, ResolveForm, StopForm
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.console.search import operation_search
 from toolcalls.models import Operation
 from toolcalls.services.escalations import operation_extend, operation_stop
+from toolcalls.services.forks import operation_fork
 from toolcalls.services.reconcile import call_resolve
 from toolcalls.states import OperationState
 from toolcalls.storage import storable
 
 RESOLVE_PERMISSION = "toolcalls.resolve_operation"
+#: Forking starts an operation.
+FORK_PERMISSION = "toolcalls.add_operation"
 
 
 def _operation(request: AuthenticatedHttpRequest, public_id: str) -> Operation:
@@ -49,6 +52,7 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "extend_form": ExtendForm(budgets=operation.budgets) if can_resolve and escalated else None,
         "stop_form": StopForm() if can_resolve and escalated else None,
         "resolve_form": ResolveForm() if can_resolve and escalated else None,
+        "can_fork": request.user.has_perm(FORK_PERMISSION),
     }
     return render(request, "toolcalls/operation_detail.html", context)
 
@@ -126,6 +130,26 @@ def call_resolve_view(
         note=form.cleaned_data["note"],
     )
     return _done(request, operation, f"Recorded the outcome of {call.tool_name}.")
+
+
+@login_required
+@require_POST
+@refusals_shown("operations:detail")
+def operation_fork_view(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
+    if not request.user.has_perm(FORK_PERMISSION):
+        raise PermissionDenied("You may not start operations.")
+    operation = _operation(request, public_id)
+    form = ForkForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, operation, "Choose a turn of this operation.")
+    turn = form.cleaned_data["from_turn"]
+    fork = operation_fork(
+        operation_pk=operation.pk,
+        from_turn=turn,
+        actor=Actor.user(request.user),
+        model=form.cleaned_data["model"] or None,
+    )
+    return _done(request, fork, f"Forked from turn {turn} of {operation.public_id}.")
 
 
 @login_required

@@ -41,6 +41,7 @@ _GROUP_PERMISSIONS = {
         "approvals.view_approvalrequest",
         "toolcalls.view_operation",
         "toolcalls.resolve_operation",
+        "toolcalls.add_operation",  # fork an operation from a turn
     ],
     "support": ["approvals.view_approvalrequest", "toolcalls.view_operation"],
     # Who may have the refund tools (write, irreversible) run for their requests.

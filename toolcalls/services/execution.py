@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from toolcalls import catalogue, faultpoints
+from toolcalls import catalogue, faultpoints, telemetry
 from toolcalls.actors import WORKER
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
@@ -51,6 +51,9 @@ class Claim:
     spec: ToolSpec
     context: ToolContext
     arguments: Mapping[str, Any]
+    call_id: str
+    attempt: int
+    trace_context: Mapping[str, str]
 
 
 @dataclass
@@ -120,9 +123,12 @@ def _start(step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, A
         # A call starting cannot move an EXECUTING set: none of its calls waits for a
         # human (the operation would be WAITING_APPROVAL) and this one is not finished.
         call_set_settle(step, turn_id=call.turn_id, actor=WORKER)
-    return Claim(call.pk, token, spec, tool_context(step.operation, call), arguments)
+    context = tool_context(step.operation, call)
+    trace = step.operation.trace_context
+    return Claim(call.pk, token, spec, context, arguments, call.public_id, call.attempt, trace)
 
 
+@telemetry.tool_run
 def _run(claim: Claim) -> HandlerOutcome:
     """Run the handler in its own thread so its timeout (``timeout_ms``) can be enforced.
 

@@ -46,7 +46,7 @@ def key_reserve(
         result = error(ErrorCode.IDEMPOTENCY_KEY_REUSED, message)
         _finish_early(step, call, CallState.REJECTED, result)
     elif record.state == IdempotencyRecord.State.DONE and record.model_result is not None:
-        _finish_early(step, call, CallState.SUPPRESSED, record.model_result)
+        _finish_early(step, call, CallState.SUPPRESSED, record.model_result, record.call)
     elif record.call.state == CallState.EXECUTING and call.key_waits < settings.CALLGATE_KEY_WAITS:
         _wait(step, call)
     else:
@@ -91,8 +91,17 @@ def _wait(step: Step, call: ToolCall) -> None:
     enqueue_execute(step, call_pk=call.pk, countdown_s=IN_FLIGHT_RECHECK_S)
 
 
-def _finish_early(step: Step, call: ToolCall, state: str, model_result: Mapping[str, Any]) -> None:
+def _finish_early(
+    step: Step,
+    call: ToolCall,
+    state: str,
+    model_result: Mapping[str, Any],
+    settled_by: ToolCall | None = None,
+) -> None:
+    """End ``call`` without running it; ``settled_by``: the call whose result answers it."""
     details = {"idempotency_key": call.idempotency_key}
+    if settled_by is not None:
+        details["settled_by"] = settled_by.public_id
     call_finish(
         step, call, to_state=state, model_result=model_result, actor=WORKER, details=details
     )

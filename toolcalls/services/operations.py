@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -20,7 +21,7 @@ from providers.base import (
     WireReply,
 )
 from providers.families import get_adapter
-from toolcalls import catalogue
+from toolcalls import catalogue, telemetry
 from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
@@ -37,6 +38,17 @@ class OperationError(CallgateError):
     """Bad input to an operation service. ``code`` is machine-readable."""
 
 
+@dataclass(frozen=True)
+class Fork:
+    """Where a forked operation starts (:func:`toolcalls.services.forks.operation_fork`): turn
+    ``turn`` (its index) of ``operation``, with the ``conversation`` that turn's request
+    carried (provider-native items)."""
+
+    operation: Operation
+    turn: int
+    conversation: list[Any]
+
+
 class StartOptions(TypedDict, total=False):
     """The optional arguments of :func:`operation_start`.
 
@@ -50,7 +62,8 @@ class StartOptions(TypedDict, total=False):
     "user" | "assistant", "text"}`` mappings in order, before ``input_text``. ``settings``:
     :class:`~providers.base.ModelSettings` by name, each one the family must honour.
     ``metadata``: strings kept with the operation. ``actor``: who the audit trail names
-    (default: ``requested_by``, as a user).
+    (default: ``requested_by``, as a user). ``fork``: start from another operation's turn
+    (:class:`Fork`): its conversation, and turn numbers going on from there.
     """
 
     tool_names: Sequence[str] | None
@@ -63,6 +76,7 @@ class StartOptions(TypedDict, total=False):
     settings: Mapping[str, Any] | None
     metadata: Mapping[str, str] | None
     actor: Actor | None
+    fork: Fork | None
 
 
 def operation_start(
@@ -89,6 +103,7 @@ def operation_start(
         input_text=input_text,
         options=options,
     )
+    _fork(operation, options.get("fork"))
     return _created(operation, options.get("actor") or Actor.user(requested_by))
 
 
@@ -207,6 +222,7 @@ def _created(operation: Operation, actor: Actor) -> Operation:
         if script is not None and script._state.adding:
             script.save()
             operation.replay_script = script
+        operation.trace_context = telemetry.operation_traced(operation)
         operation.save(force_insert=True)
         step = Step(operation)
         parent = {"parent": operation.parent.public_id} if operation.parent else {}
@@ -224,6 +240,7 @@ def _created(operation: Operation, actor: Actor) -> Operation:
                 "transport": operation.transport,
                 "budgets": operation.budgets,
                 **parent,
+                **_fork_details(operation),
             },
         )
         enqueue_turn(step, operation_pk=operation.pk)
@@ -322,6 +339,18 @@ def _follow_up_conversation(parent: Operation, input_text: str) -> list[Any]:
 
 
 _ENDINGS = (Outcome.FINAL_TEXT, Outcome.REFUSAL, Outcome.TRUNCATED)
+
+
+def _fork(operation: Operation, fork: Fork | None) -> None:
+    """Start ``operation`` where ``fork`` says: the original's turn, its conversation."""
+    if fork is not None:
+        operation.forked_from, operation.from_turn = fork.operation, fork.turn
+        operation.conversation, operation.turn_count = fork.conversation, fork.turn
+
+
+def _fork_details(operation: Operation) -> dict[str, Any]:
+    forked = operation.forked_from
+    return {"forked_from": forked.public_id, "from_turn": operation.from_turn} if forked else {}
 
 
 def operation_cancel(*, operation_pk: int, actor: Actor, reason: str) -> Operation:

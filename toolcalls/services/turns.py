@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -25,7 +25,7 @@ from providers.base import ModelSettings, Outcome, ParsedReply, ToolResultMessag
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.transports import ModelTransport, OnEvent
-from toolcalls import catalogue, faultpoints
+from toolcalls import catalogue, faultpoints, telemetry
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
 from toolcalls.models import ModelTurn, Operation
@@ -64,6 +64,7 @@ class TurnClaim:
     conversation_length: int
     transport: ModelTransport
     results: tuple[ToolResultMessage, ...] = ()
+    trace_context: Mapping[str, str] = field(default_factory=dict)  # empty: untraced
 
 
 def turn_run(*, operation_pk: int) -> None:
@@ -197,6 +198,7 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
         request_body=body,
         conversation_length=len(operation.conversation),
         transport=transport,
+        trace_context=operation.trace_context,
         results=tuple(results),
     )
 
@@ -207,6 +209,7 @@ def _fail_before_request(step: Step, reason: str) -> None:
     operation_transition(step, to_state=OperationState.FAILED, actor=ENGINE, reason=reason)
 
 
+@telemetry.model_request
 def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
     """The model request; runs outside any transaction and holds no lock."""
     try:

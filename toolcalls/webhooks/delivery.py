@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from toolcalls.addresses import UrlRefused
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
+from toolcalls.telemetry import metrics
 from toolcalls.webhooks import wakeups
 from toolcalls.webhooks.addresses import webhook_url_check
 from toolcalls.webhooks.models import WebhookDelivery
@@ -177,12 +178,15 @@ def _record(claim: _Claim, outcome: _Outcome, *, endpoint_pk: int, operation_pk:
     now = timezone.now()
     common: dict[str, Any] = {"last_status_code": outcome.status, "last_error": outcome.error}
     if outcome.ok:
+        metrics.webhook_delivery(outcome="delivered")
         done = mine.update(
             state=WebhookDelivery.State.DELIVERED, delivered_at=now, next_attempt_at=None, **common
         )
     elif outcome.permanent or claim.attempt >= settings.CALLGATE_WEBHOOK_MAX_ATTEMPTS:
+        metrics.webhook_delivery(outcome="failed")
         done = mine.update(state=WebhookDelivery.State.FAILED, next_attempt_at=None, **common)
     else:
+        metrics.webhook_delivery(outcome="retry")
         delay = webhook_retry_delay_s(attempt=claim.attempt)
         done = mine.update(next_attempt_at=now + timedelta(seconds=delay), **common)
         if done:

@@ -1,0 +1,43 @@
+"""``manage.py fork_operation op_… --from-turn N [--model M]``: re-run an operation from a turn."""
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from toolcalls.actors import Actor
+from toolcalls.management.base import CallgateCommand
+from toolcalls.models import Operation
+from toolcalls.services.forks import operation_fork
+
+#: Who the fork's audit trail names as its starter.
+COMMAND_LINE = Actor.system("command-line")
+
+
+class Command(CallgateCommand):
+    help = (
+        "Start a new operation from turn N of an operation: its conversation up to that turn, "
+        "the same tools, settings and budgets, optionally another model. Effects the original "
+        "already settled are answered from their idempotency records, never run again; "
+        "approvals are asked again where policy requires. Prints the new operation's ID."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("operation", metavar="OPERATION", help="The operation (op_…).")
+        parser.add_argument(
+            "--from-turn", type=int, required=True, metavar="N", help="Turn index, from 0."
+        )
+        parser.add_argument("--model", metavar="M", help="Another model for the fork.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        public_id = options["operation"]
+        try:
+            operation_pk = Operation.objects.values_list("pk", flat=True).get(public_id=public_id)
+        except Operation.DoesNotExist:
+            raise CommandError(f"no operation {public_id}") from None
+        fork = operation_fork(
+            operation_pk=operation_pk,
+            from_turn=options["from_turn"],
+            actor=COMMAND_LINE,
+            model=options["model"],
+        )
+        self.stdout.write(fork.public_id)
