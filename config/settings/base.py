@@ -148,6 +148,12 @@ SPECTACULAR_SETTINGS = {
     # Request bodies get their own components (``…Request``): strings that may not be blank say
     # minLength 1 there, and response components are not read-only copies of them.
     "COMPONENT_SPLIT_REQUEST": True,
+    # Choice sets met under one field name in several shapes, each named once.
+    "ENUM_NAME_OVERRIDES": {
+        "ToolApprovalOverrideEnum": "toolcalls.api.serializers.TOOL_APPROVALS",
+        "RemoteToolApprovalEnum": "toolcalls.remote.models.RemoteTool.Approval",
+        "RemoteServerKindEnum": "toolcalls.remote.models.RemoteServer.Kind",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "toolcalls.api.schema.strict_request_bodies",

@@ -222,6 +222,8 @@ TOOL_VALUE = {
     "risk": "read",
     "timeout_ms": 5000,
     "approval": {"policy": "Never: it only reads.", "revision": "1"},
+    "enabled": True,
+    "overrides": {"max_calls": None, "approval": None, "approval_threshold": None},
 }
 
 
@@ -304,3 +306,103 @@ EVENT_STREAM = _response(
         '"note":"waiting for a person to approve submit_refund",…}',
     },
 )
+
+# The tool catalogue and remote tools.
+
+TOOL_SET = OpenApiExample(
+    "Enable, every call approved by a person",
+    request_only=True,
+    value={"enabled": True, "max_calls": 3, "approval": "always", "approval_threshold": None},
+)
+TOOL_DISABLE = OpenApiExample("Disable", request_only=True, value={"enabled": False})
+TOOL = _response("As the tenant has it", TOOL_VALUE)
+
+FORK = OpenApiExample(
+    "From the second turn, another model",
+    request_only=True,
+    value={"from_turn": 1, "model": "gpt-5.1-mini"},
+)
+FOLLOW_UP = OpenApiExample(
+    "The user's next message",
+    request_only=True,
+    value={"input": "Thanks! Can you also refund the shipping fee?"},
+)
+OPERATION_FORKED = _response("Started", {**OPERATION_STARTED.value, "model": "gpt-5.1-mini"})
+
+_REMOTE_TOOL_VALUE = {
+    "name": "crm__find_customer",
+    "remote_name": "find_customer",
+    "description": "Find a customer by email address.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"email": {"type": "string"}},
+        "required": ["email"],
+    },
+    "annotations": {"readOnlyHint": True},
+    "served_sha256": "5d41402abc4b2a76b9719d911017c592ae2f3c1b8f4e6d7a9b0c1d2e3f4a5b6c",
+    "pinned_sha256": "",
+    "changed": False,
+    "problem": "",
+    "enabled": False,
+    "risk": "read",
+    "timeout_ms": None,
+    "approval": "always",
+    "approval_condition": "",
+    "key_context": [],
+    "key_arguments": [],
+    "url": "",
+    "reconcile_url": "",
+    "updated_at": _AT,
+}
+_REMOTE_TOOL_ENABLED = {
+    **_REMOTE_TOOL_VALUE,
+    "pinned_sha256": _REMOTE_TOOL_VALUE["served_sha256"],
+    "enabled": True,
+    "timeout_ms": 5000,
+    "approval": "never",
+}
+_REMOTE_SERVER_VALUE = {
+    "name": "crm",
+    "kind": "mcp",
+    "url": "https://mcp.example.com/crm",
+    "command": [],
+    "header_names": ["Authorization"],
+    "created_at": _AT,
+    "tools": [_REMOTE_TOOL_VALUE],
+}
+
+REMOTE_SERVER_CREATE = OpenApiExample(
+    "An MCP server over HTTP",
+    request_only=True,
+    value={
+        "name": "crm",
+        "kind": "mcp",
+        "url": "https://mcp.example.com/crm",
+        "headers": {"Authorization": "Bearer crm-token"},
+    },
+)
+REMOTE_HTTP_TOOL_CREATE = OpenApiExample(
+    "An HTTP tool",
+    request_only=True,
+    value={
+        "name": "create_ticket",
+        "description": "Open a support ticket.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"subject": {"type": "string"}},
+            "required": ["subject"],
+        },
+        "url": "https://tools.example.com/tickets",
+        "reconcile_url": "https://tools.example.com/tickets/lookup",
+    },
+)
+REVIEW = OpenApiExample(
+    "A read-only tool, no approval",
+    request_only=True,
+    value={"risk": "read", "timeout_ms": 5000, "approval": "never"},
+)
+REMOTE_SERVER = _response("Registered, its tools awaiting review", _REMOTE_SERVER_VALUE)
+REMOTE_SERVERS = page("The tenant's servers", _REMOTE_SERVER_VALUE)
+REMOTE_TOOL = _response("Awaiting review", _REMOTE_TOOL_VALUE)
+REMOTE_TOOL_ENABLED = _response("Enabled", _REMOTE_TOOL_ENABLED)
+REMOTE_TOOL_DISABLED = _response("Disabled", {**_REMOTE_TOOL_ENABLED, "enabled": False})

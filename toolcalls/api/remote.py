@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -65,7 +65,7 @@ class RemoteServerSerializer(serializers.ModelSerializer):
 
 class ServerCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=30)
-    kind = serializers.ChoiceField(choices=RemoteServer.Kind.values)
+    kind = serializers.ChoiceField(choices=RemoteServer.Kind.choices)
     url = serializers.URLField(max_length=500, required=False, default="")
     command = serializers.ListField(
         child=serializers.CharField(max_length=500), required=False, default=list, max_length=50
@@ -87,7 +87,7 @@ class HttpToolCreateSerializer(StrictSerializer):
 class ReviewSerializer(StrictSerializer):
     risk = serializers.ChoiceField(choices=list(RISKS))
     timeout_ms = serializers.IntegerField(min_value=1)
-    approval = serializers.ChoiceField(choices=RemoteTool.Approval.values)
+    approval = serializers.ChoiceField(choices=RemoteTool.Approval.choices)
     approval_condition = serializers.CharField(max_length=200, required=False, default="")
     key_context = serializers.ListField(
         child=serializers.ChoiceField(choices=list(rules.KEY_CONTEXT_FIELDS)),
@@ -121,7 +121,16 @@ class RemoteServersView(RemoteApiView):
     review; none is enabled)."""
 
     @extend_schema(
-        summary="List remote servers", responses={200: RemoteServerSerializer(many=True), **ERRORS}
+        summary="List remote servers",
+        operation_id="remote_servers_list",
+        responses={
+            200: OpenApiResponse(
+                RemoteServerSerializer(many=True),
+                "The tenant's servers by name, each with its tools.",
+                [examples.REMOTE_SERVERS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request) -> Response:
         servers = self.servers().order_by("name")
@@ -130,8 +139,16 @@ class RemoteServersView(RemoteApiView):
     @extend_schema(
         summary="Register a remote server",
         request=ServerCreateSerializer,
-        responses={201: RemoteServerSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                RemoteServerSerializer,
+                "Registered; an MCP server's tools await review.",
+                [examples.REMOTE_SERVER],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.REMOTE_SERVER_CREATE],
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -144,7 +161,15 @@ class RemoteServersView(RemoteApiView):
 class RemoteServerView(RemoteApiView):
     """One server and its tools."""
 
-    @extend_schema(summary="A remote server", responses={200: RemoteServerSerializer, **ERRORS})
+    @extend_schema(
+        summary="A remote server",
+        responses={
+            200: OpenApiResponse(
+                RemoteServerSerializer, "The server and its tools.", [examples.REMOTE_SERVER]
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, name: str) -> Response:
         return self.server_response(name)
 
@@ -157,7 +182,14 @@ class RemoteServerDiscoverView(RemoteApiView):
     @extend_schema(
         summary="List an MCP server's tools again",
         request=None,
-        responses={200: RemoteServerSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                RemoteServerSerializer,
+                "The server and its tools as served now.",
+                [examples.REMOTE_SERVER],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
     )
     @idempotent
@@ -173,8 +205,14 @@ class RemoteHttpToolsView(RemoteApiView):
     @extend_schema(
         summary="Register an HTTP tool",
         request=HttpToolCreateSerializer,
-        responses={201: RemoteToolSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                RemoteToolSerializer, "Registered; it awaits review.", [examples.REMOTE_TOOL]
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.REMOTE_HTTP_TOOL_CREATE],
     )
     @idempotent
     def post(self, request: Request, name: str) -> Response:
@@ -191,8 +229,16 @@ class RemoteToolEnableView(RemoteApiView):
     @extend_schema(
         summary="Enable a remote tool",
         request=ReviewSerializer,
-        responses={200: RemoteToolSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                RemoteToolSerializer,
+                "Enabled, its served revision pinned.",
+                [examples.REMOTE_TOOL_ENABLED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.REVIEW],
     )
     @idempotent
     def post(self, request: Request, name: str, remote_name: str) -> Response:
@@ -209,7 +255,12 @@ class RemoteToolDisableView(RemoteApiView):
     @extend_schema(
         summary="Disable a remote tool",
         request=None,
-        responses={200: RemoteToolSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                RemoteToolSerializer, "Out of the catalogue.", [examples.REMOTE_TOOL_DISABLED]
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
     )
     @idempotent

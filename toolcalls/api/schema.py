@@ -36,9 +36,13 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
         }
 
 
+_BLANK = {"type": "string", "maxLength": 0}
+
+
 class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
-    ``sometimes_absent`` names), and request text that may not be blank saying so."""
+    ``sometimes_absent`` names), request text that may not be blank saying so (and without
+    ``""`` as its default), and blank-or-formatted text as ``anyOf``."""
 
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
@@ -48,10 +52,17 @@ class ContractSchema(AutoSchema):
         if direction == "request" and trimmed and schema.get("type") == "string":
             # DRF drops surrounding blanks first: text of blanks only is blank.
             schema.setdefault("pattern", r"\S")
+        if direction == "request" and schema.get("default") == "" and not field.allow_blank:
+            # "Absent" is stored as "", which the field refuses from a client: no default to send.
+            del schema["default"]
         return schema
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        for value in schema.get("properties", {}).values():
+            if value.get("oneOf", [None])[-1] == _BLANK:
+                # drf-spectacular's "a URI (or a pattern's text) or blank": "" may match both.
+                value["anyOf"] = value.pop("oneOf")
         if direction == "response" and schema.get("properties"):
             absent = set(getattr(serializer, "sometimes_absent", ()))
             schema["required"] = sorted(set(schema["properties"]) - absent)

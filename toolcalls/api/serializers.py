@@ -19,7 +19,7 @@ from rest_framework import serializers
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import FRACTIONAL, GUARDS
-from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
+from toolcalls.models import AuditEvent, ModelTurn, Operation, TenantTool, ToolCall
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
 from toolcalls.states import OPERATION_TERMINAL, OperationState
@@ -359,6 +359,10 @@ class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=500)
 
 
+#: A tenant's approval overrides of a tool (``null``: as the tool spec says).
+TOOL_APPROVALS = [TenantTool.Approval.ALWAYS.value, TenantTool.Approval.THRESHOLD.value]
+
+
 class ToolApprovalSerializer(serializers.Serializer):
     policy = serializers.CharField(help_text="When a call of the tool needs a person's approval.")
     revision = serializers.CharField(help_text="The policy's revision, recorded on each call.")
@@ -366,7 +370,7 @@ class ToolApprovalSerializer(serializers.Serializer):
 
 class ToolOverridesSerializer(serializers.Serializer):
     max_calls = serializers.IntegerField(allow_null=True, help_text="Calls per operation.")
-    approval = serializers.ChoiceField(choices=["always", "threshold"], allow_null=True)
+    approval = serializers.ChoiceField(choices=TOOL_APPROVALS, allow_null=True)
     approval_threshold = serializers.IntegerField(allow_null=True)
 
 
@@ -427,7 +431,7 @@ class ToolSettingsSerializer(StrictSerializer):
         "max_calls_per_tool); null: the operation's max_calls_per_tool.",
     )
     approval = serializers.ChoiceField(
-        choices=["always", "threshold"],
+        choices=TOOL_APPROVALS,
         allow_null=True,
         default=None,
         help_text="always: every call waits for a human; threshold: calls above "

@@ -659,11 +659,12 @@ class OperationMessagesView(ApiView):
         request=FollowUpSerializer,
         responses={
             201: OpenApiResponse(
-                OperationSerializer, "The follow-up, a new operation.", [examples.OPERATION]
+                OperationSerializer, "The follow-up, a new operation.", [examples.OPERATION_STARTED]
             ),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.FOLLOW_UP],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -704,11 +705,12 @@ class OperationForkView(ApiView):
         request=ForkSerializer,
         responses={
             201: OpenApiResponse(
-                OperationSerializer, "The fork, a new operation.", [examples.OPERATION]
+                OperationSerializer, "The fork, a new operation.", [examples.OPERATION_FORKED]
             ),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.FORK],
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
@@ -890,6 +892,7 @@ class ToolsView(ApiView):
 
     @extend_schema(
         summary="The tenant's tool catalogue",
+        operation_id="tools_list",
         responses={
             200: OpenApiResponse(
                 ToolSerializer(many=True),
@@ -903,6 +906,14 @@ class ToolsView(ApiView):
         tenant = self.key().tenant
         entries = [catalogue.entry(tenant, name) for name in catalogue.tool_names(tenant)]
         return Response(ToolSerializer(entries, many=True).data)
+
+
+TOOL_SET = {
+    200: OpenApiResponse(
+        ToolSerializer, "The tool with the tenant's new settings.", [examples.TOOL]
+    ),
+    **ERRORS,
+}
 
 
 @extend_schema(tags=["tools"])
@@ -919,14 +930,21 @@ class ToolView(ApiView):
             raise ApiError(404, "not_found", f"No registered tool named {name!r}.")
         return found
 
-    @extend_schema(summary="Retrieve a tool", responses={200: ToolSerializer, **ERRORS})
+    @extend_schema(
+        summary="Retrieve a tool",
+        responses={
+            200: OpenApiResponse(ToolSerializer, "The tool as the tenant has it.", [examples.TOOL]),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, name: str) -> Response:
         return Response(ToolSerializer(self.entry(name)).data)
 
     @extend_schema(
         summary="Set the tenant's settings of a tool",
         request=ToolSettingsSerializer,
-        responses={200: ToolSerializer, **ERRORS},
+        responses=TOOL_SET,
+        examples=[examples.TOOL_SET],
     )
     def put(self, request: Request, name: str) -> Response:
         return self.settings_set(name, partial=False)
@@ -934,7 +952,8 @@ class ToolView(ApiView):
     @extend_schema(
         summary="Change some of the tenant's settings of a tool",
         request=ToolSettingsSerializer,
-        responses={200: ToolSerializer, **ERRORS},
+        responses=TOOL_SET,
+        examples=[examples.TOOL_DISABLE],
     )
     def patch(self, request: Request, name: str) -> Response:
         return self.settings_set(name, partial=True)
