@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from toolcalls.api import examples
 from toolcalls.api.idempotency import idempotent
-from toolcalls.api.serializers import StrictSerializer
+from toolcalls.api.serializers import ErrorSerializer, StrictSerializer
 from toolcalls.api.views import ERRORS, TOOLS_MANAGE, ApiView
 from toolcalls.registry import RISKS
 from toolcalls.remote import rules
@@ -63,8 +63,19 @@ class RemoteServerSerializer(serializers.ModelSerializer):
         return sorted(server.headers)
 
 
+#: Registering a server or listing its tools asks the MCP server itself.
+UNREACHABLE = {422: ErrorSerializer}
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": f"^{rules.SERVER_NAME.pattern}$", "maxLength": 30}
+)
+class ServerNameField(serializers.CharField):
+    """A server's name; the service checks its form (``invalid_server``), the document says it."""
+
+
 class ServerCreateSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=30)
+    name = ServerNameField(max_length=30)
     kind = serializers.ChoiceField(choices=RemoteServer.Kind.choices)
     url = serializers.URLField(max_length=500, required=False, default="")
     command = serializers.ListField(
@@ -146,6 +157,7 @@ class RemoteServersView(RemoteApiView):
                 [examples.REMOTE_SERVER],
             ),
             **ERRORS,
+            **UNREACHABLE,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
         examples=[examples.REMOTE_SERVER_CREATE],
@@ -189,6 +201,7 @@ class RemoteServerDiscoverView(RemoteApiView):
                 [examples.REMOTE_SERVER],
             ),
             **ERRORS,
+            **UNREACHABLE,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
     )

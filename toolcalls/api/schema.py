@@ -96,6 +96,7 @@ STATUS_DESCRIPTIONS = {
     409: "The object's state does not allow this, or the `Idempotency-Key` was used for another "
     "request or is still in flight (then with `Retry-After`).",
     410: "The approval expired before the decision.",
+    422: "The MCP server cannot be reached, or its tool listing cannot be used; nothing was saved.",
     413: "The body is larger than this API accepts.",
     415: "The body is not `Content-Type: application/json`.",
     429: "Over the key's rate limit: retry after `Retry-After` seconds.",
@@ -150,40 +151,50 @@ def complete_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     return result
 
 
+#: A path parameter naming an object → the field of the object that holds it.
+_KEYS = {"public_id": "id", "name": "name"}
+
+
 def link_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """OpenAPI links (what a client, or schemathesis' stateful phase, can do next): a response
-    holding an object that has its own path (``…/{public_id}``, read by a GET answering that
-    shape) links to every operation on that path and under it, its ``public_id`` taken from
-    the response (``id``, or the first result's ``id`` of a page)."""
-    detail: dict[str, str] = {}
+    holding an object that has its own path (``…/{public_id}`` or ``…/{name}``, read by a GET
+    answering that shape) links to every operation on that path and under it, the parameter
+    taken from the response (the object's ``id`` or ``name``; in a page, the first result's;
+    in a list, the first item's)."""
+    detail: dict[str, tuple[str, str]] = {}
     for path, method, operation in operations_of(result):
-        name = _shape(operation, "200")
-        if method == "get" and path.endswith("/{public_id}") and name:
-            detail[name] = path
+        name, parameter = _shape(operation, "200"), path.rsplit("/", 1)[-1].strip("{}")
+        if method == "get" and parameter in _KEYS and name:
+            detail[name] = (path, parameter)
     schemas = result.get("components", {}).get("schemas", {})
     for _, _, operation in operations_of(result):
         for code, response in operation.get("responses", {}).items():
-            name, pointer = _shape(operation, code), "/id"
+            name, pointer = _shape(operation, code), ""
             items = schemas.get(name, {}).get("properties", {}).get("results", {}).get("items")
             if items and name not in detail:
-                name, pointer = items.get("$ref", "").rsplit("/", 1)[-1], "/results/0/id"
+                name, pointer = items.get("$ref", "").rsplit("/", 1)[-1], "/results/0"
+            if not name:
+                name, pointer = _shape(operation, code, items=True), "/0"
             if not code.startswith("2") or name not in detail:
                 continue
+            path, parameter = detail[name]
             response["links"] = {
                 target["operationId"]: {
                     "operationId": target["operationId"],
-                    "parameters": {"public_id": f"$response.body#{pointer}"},
+                    "parameters": {parameter: f"$response.body#{pointer}/{_KEYS[parameter]}"},
                 }
-                for path, _, target in operations_of(result)
-                if path == detail[name] or path.startswith(f"{detail[name]}/")
+                for under, _, target in operations_of(result)
+                if under == path or under.startswith(f"{path}/")
             }
     return result
 
 
-def _shape(operation: dict[str, Any], code: str) -> str:
-    """The component name of the JSON response ``code`` ("" when none)."""
+def _shape(operation: dict[str, Any], code: str, *, items: bool = False) -> str:
+    """The component name of the JSON response ``code`` (with ``items``: of the items of a
+    JSON array response); "" when none."""
     content = operation.get("responses", {}).get(code, {}).get("content", {})
-    ref: str = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    schema = content.get("application/json", {}).get("schema", {})
+    ref: str = (schema.get("items", {}) if items else schema).get("$ref", "")
     return ref.rsplit("/", 1)[-1]
 
 

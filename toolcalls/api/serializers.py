@@ -419,12 +419,22 @@ class ToolSerializer(serializers.Serializer):
         }
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` only (DRF's own also takes ``0``, ``"yes"``, ``"on"`` …)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class ToolSettingsSerializer(StrictSerializer):
     """A tenant's settings of one tool (``PUT``: all of them; ``PATCH``: those given)."""
 
-    enabled = serializers.BooleanField()
+    enabled = StrictBooleanField()
     max_calls = serializers.IntegerField(
         min_value=1,
+        max_value=settings.CALLGATE_GUARD_LIMITS["max_calls_per_tool"],
         allow_null=True,
         default=None,
         help_text="Calls of this tool per operation (at most the server's limit of "
