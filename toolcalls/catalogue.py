@@ -7,8 +7,10 @@ tool up. Model output only ever selects a key of the operation's own ``tool_name
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from providers.base import ToolDeclaration
-from toolcalls import registry
+from toolcalls import policy, registry
 from toolcalls.models import Operation, Tenant
 from toolcalls.registry import ToolSpec
 
@@ -29,3 +31,23 @@ def declarations(operation: Operation) -> list[ToolDeclaration]:
     """Declarations of the tools offered to ``operation``, in its ``tool_names`` order."""
     specs = (tool_spec(operation, name) for name in operation.tool_names)
     return [spec.declaration() for spec in specs if spec is not None]
+
+
+def agent_approval(operation: Operation, spec: ToolSpec) -> ToolSpec:
+    """``spec`` with the approval override of the agent revision ``operation`` was started
+    from, if that revision has one for it (:func:`toolcalls.policy.stricter`: never looser than
+    the tool's own policy). Its policy revision then names the agent revision,
+    ``<tool policy revision>+<agent>@<n>``, so approvals and bindings check the revision the
+    operation runs with, whatever revisions came after it."""
+    if operation.agent_revision_id is None:
+        return spec
+    agent = operation.agent_revision
+    assert agent is not None
+    override = agent.approval_overrides.get(spec.name)
+    if override is None:
+        return spec
+    revision = f"{spec.approval.revision}+{agent.label}"
+    approval = policy.stricter(
+        spec.approval, override, amount_field=spec.amount_field, revision=revision
+    )
+    return replace(spec, approval=approval)

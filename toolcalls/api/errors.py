@@ -93,12 +93,36 @@ STATUS_BY_CODE: dict[str, int] = {
     "no_script": 400,
     "no_credentials": 400,
     "bad_budget": 400,
+    "invalid_messages": 400,
+    "unknown_agent": 400,
     "reason_required": 400,
     "invalid_edit": 400,
     "self_approval": 403,
     "not_permitted": 403,
     "expired": 410,
 }
+
+#: Service refusals of the request's own fields: 400 ``invalid_request`` naming them.
+FIELD_REFUSALS = ("unsupported_setting", "agent_conflict", "invalid_agent")
+#: The request body's name of a service option, where the two differ.
+BODY_NAMES = {"tool_names": "tools", "input_text": "input"}
+
+
+def field_refusal(exc: CallgateError) -> Exception:
+    """``exc`` as 400 ``invalid_request`` naming the body fields it refuses when it is one of
+    :data:`FIELD_REFUSALS` (an unsupported setting is ``settings.<name>``; the others name
+    their fields in ``details["fields"]``, by the service's option names); else ``exc``."""
+    if exc.code not in FIELD_REFUSALS:
+        return exc
+    if exc.code == "unsupported_setting":
+        fields = {f"settings.{exc.details['setting']}": [exc.message]}
+    else:
+        fields = {
+            BODY_NAMES.get(name, name): list(messages)
+            for name, messages in exc.details["fields"].items()
+        }
+    return ApiError(400, "invalid_request", exc.message, fields)
+
 
 _CODES: list[tuple[type[Exception], int, str]] = [
     (exceptions.NotAuthenticated, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),

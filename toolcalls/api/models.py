@@ -10,7 +10,14 @@ from django.db import models
 from toolcalls.models import Tenant
 
 #: Scopes an API key may hold.
-SCOPES = ("operations:read", "operations:write", "approvals:decide", "audit:read")
+SCOPES = (
+    "operations:read",
+    "operations:write",
+    "approvals:decide",
+    "audit:read",
+    "agents:read",
+    "agents:write",
+)
 
 
 def new_key_prefix() -> str:

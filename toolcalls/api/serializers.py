@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import GUARDS
-from toolcalls.models import AuditEvent, ModelTurn, Operation, ToolCall
+from toolcalls.models import AgentProfile, AgentRevision, AuditEvent, ModelTurn, Operation, ToolCall
 from toolcalls.reasons import reason_code
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
@@ -25,13 +26,35 @@ _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_
 MAX_METADATA_KEYS = 50
 
 
-class BudgetLimit(serializers.FloatField):
-    """A budget's new limit: a JSON number (``true`` is not 1, ``"5"`` is not 5)."""
+class StrictNumber(serializers.FloatField):
+    """A JSON number (``true`` is not 1, ``"5"`` is not 5)."""
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+class BudgetLimit(StrictNumber):
+    """A budget's new limit: a JSON number."""
+
+
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer (``true``, ``"5"`` and ``5.0`` are not integers)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictBoolean(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` (not ``1``, not ``"true"``)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
 
 
 class StrictSerializer(serializers.Serializer):
@@ -67,15 +90,68 @@ class NullForBlank(serializers.ModelSerializer):
         return data
 
 
+class SettingsSerializer(StrictSerializer):
+    """Model settings (docs/settings.md): each one optional, each one a setting the family must
+    honour (else 400 naming it)."""
+
+    max_output_tokens = StrictInteger(required=False, min_value=1)
+    temperature = StrictNumber(required=False, min_value=0)
+    top_p = StrictNumber(required=False, min_value=0, max_value=1)
+    reasoning_effort = serializers.ChoiceField(
+        choices=["minimal", "low", "medium", "high"], required=False
+    )
+    thinking_budget_tokens = StrictInteger(required=False, min_value=1)
+    tool_choice = serializers.CharField(
+        max_length=200, required=False, help_text="auto, required, none, or one tool's name."
+    )
+    parallel_tool_calls = StrictBoolean(required=False)
+
+
+class MessageSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
+
+
+class BudgetsField(serializers.DictField):
+    """Guard overrides by name (docs/guards.md): JSON numbers, whole where they count things."""
+
+    child = BudgetLimit()
+
+    def to_internal_value(self, data: Any) -> dict[str, float | int]:
+        value = super().to_internal_value(data)
+        unknown = sorted(set(value) - set(GUARDS))
+        if unknown:
+            raise serializers.ValidationError(f"unknown budgets: {', '.join(unknown)}")
+        return {k: int(v) if float(v).is_integer() else v for k, v in value.items()}
+
+
+#: A model name as providers write them.
+MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"
+
+
 class OperationCreateSerializer(StrictSerializer):
-    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
-    model = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$")
+    agent = serializers.CharField(
+        max_length=60,
+        required=False,
+        help_text="An agent profile: name (its latest revision) or name@revision.",
+    )
+    family = serializers.ChoiceField(
+        choices=sorted(ADAPTERS), required=False, help_text="Required without agent."
+    )
+    model = serializers.RegexField(MODEL_NAME, required=False, help_text="Required without agent.")
+    instructions = serializers.CharField(
+        max_length=100_000, required=False, allow_blank=True, trim_whitespace=False
+    )
+    messages = MessageSerializer(
+        many=True, required=False, max_length=500, help_text="Earlier conversation, in order."
+    )
+    settings = SettingsSerializer(required=False)
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
     subject_ref = serializers.CharField(max_length=200)
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=100
     )
-    budgets = serializers.DictField(child=BudgetLimit(), required=False)
+    budgets = BudgetsField(required=False)
     metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
     transport = serializers.ChoiceField(
         choices=list(Operation.Transport.values), default=Operation.Transport.LIVE
@@ -84,12 +160,6 @@ class OperationCreateSerializer(StrictSerializer):
     replies = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="Replay transport only."
     )
-
-    def validate_budgets(self, value: dict[str, float]) -> dict[str, float | int]:
-        unknown = sorted(set(value) - set(GUARDS))
-        if unknown:
-            raise serializers.ValidationError(f"unknown budgets: {', '.join(unknown)}")
-        return {k: int(v) if float(v).is_integer() else v for k, v in value.items()}
 
     def validate_metadata(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_METADATA_KEYS:
@@ -109,7 +179,17 @@ class OperationCreateSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 {"replies": "required with the replay transport, and only with it"}
             )
+        if "agent" not in attrs:
+            missing = [name for name in ("family", "model") if name not in attrs]
+            if missing:
+                message = "This field is required without agent."
+                raise serializers.ValidationError({name: message for name in missing})
         return attrs
+
+
+class AgentRefSerializer(serializers.Serializer):
+    name = serializers.CharField(source="profile.name")
+    revision = serializers.IntegerField(source="number")
 
 
 class OperationSerializer(NullForBlank):
@@ -117,6 +197,18 @@ class OperationSerializer(NullForBlank):
     input = serializers.CharField(source="input_text")
     tools = serializers.ListField(source="tool_names", child=serializers.CharField())
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = AgentRefSerializer(
+        source="agent_revision",
+        read_only=True,
+        allow_null=True,
+        help_text="The agent profile revision it runs with; null when none.",
+    )
+    parent = serializers.SlugRelatedField(
+        slug_field="public_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The ended operation this one follows up; null when none.",
+    )
     counters = serializers.SerializerMethodField()
     ended = serializers.SerializerMethodField(
         help_text="The operation reached a final state: nothing more will happen to it."
@@ -144,7 +236,12 @@ class OperationSerializer(NullForBlank):
             "model",
             "transport",
             "stream",
+            "agent",
+            "parent",
+            "instructions",
+            "messages",
             "input",
+            "settings",
             "tools",
             "budgets",
             "counters",
@@ -263,6 +360,73 @@ class EventSerializer(NullForBlank):
             "prev_hash",
             "hash",
         ]
+
+
+class AgentDefinitionSerializer(StrictSerializer):
+    """An agent revision's definition; on a new revision, a field left out keeps its value."""
+
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS), required=False)
+    model = serializers.RegexField(MODEL_NAME, required=False)
+    instructions = serializers.CharField(
+        max_length=100_000, required=False, allow_blank=True, trim_whitespace=False
+    )
+    settings = SettingsSerializer(required=False)
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=100,
+        help_text="Default on a new agent: every tool the tenant may use.",
+    )
+    budgets = BudgetsField(required=False)
+    approval_overrides = serializers.DictField(
+        child=serializers.DictField(),
+        required=False,
+        help_text='Tool name → {"policy": "always"} or {"policy": "above_threshold", '
+        '"threshold": cents}; added to the tool\'s own policy, never looser.',
+    )
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+class AgentCreateSerializer(AgentDefinitionSerializer):
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
+    model = serializers.RegexField(MODEL_NAME)
+
+
+class AgentRevisionSerializer(NullForBlank):
+    name = serializers.CharField(source="profile.name")
+    revision = serializers.IntegerField(source="number")
+    tools = serializers.ListField(source="tool_names", child=serializers.CharField())
+
+    class Meta:
+        model = AgentRevision
+        fields = [
+            "name",
+            "revision",
+            "family",
+            "model",
+            "instructions",
+            "settings",
+            "tools",
+            "budgets",
+            "approval_overrides",
+            "note",
+            "created_by",
+            "created_at",
+        ]
+
+
+class AgentSerializer(NullForBlank):
+    latest = serializers.SerializerMethodField(help_text="The latest revision.")
+
+    class Meta:
+        model = AgentProfile
+        fields = ["name", "latest_revision", "created_at", "updated_at", "latest"]
+
+    @extend_schema_field(AgentRevisionSerializer)
+    def get_latest(self, profile: AgentProfile) -> dict[str, Any]:
+        (latest,) = profile.latest  # type: ignore[attr-defined]  # the view's prefetch
+        return dict(AgentRevisionSerializer(latest).data)
 
 
 class ExtendSerializer(StrictSerializer):

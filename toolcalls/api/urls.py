@@ -1,6 +1,6 @@
 from django.urls import path
 
-from toolcalls.api import views
+from toolcalls.api import agents, views
 
 urlpatterns = [
     path("operations", views.OperationsView.as_view(), name="api-operations"),
@@ -36,6 +36,18 @@ urlpatterns = [
         name="api-operation-events",
     ),
     path("tools", views.ToolsView.as_view(), name="api-tools"),
+    path("agents", agents.AgentsView.as_view(), name="api-agents"),
+    path("agents/<str:name>", agents.AgentDetailView.as_view(), name="api-agent"),
+    path(
+        "agents/<str:name>/revisions",
+        agents.AgentRevisionsView.as_view(),
+        name="api-agent-revisions",
+    ),
+    path(
+        "agents/<str:name>/revisions/<str:number>",
+        agents.AgentRevisionView.as_view(),
+        name="api-agent-revision",
+    ),
     path("health/live", views.LivenessView.as_view(), name="api-health-live"),
     path("health/ready", views.ReadinessView.as_view(), name="api-health-ready"),
 ]

@@ -35,7 +35,7 @@ from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.api import examples
 from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
-from toolcalls.api.errors import ApiError
+from toolcalls.api.errors import ApiError, field_refusal
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.models import ApiKey
 from toolcalls.api.serializers import (
@@ -49,7 +49,16 @@ from toolcalls.api.serializers import (
     ToolSerializer,
     TurnSerializer,
 )
-from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
+from toolcalls.errors import CallgateError
+from toolcalls.models import (
+    AgentRevision,
+    AuditEvent,
+    ModelTurn,
+    Operation,
+    ReplayScript,
+    ToolCall,
+)
+from toolcalls.services.agents import agent_revision_get
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.operations import operation_cancel, operation_start
 from toolcalls.states import OperationState
@@ -332,7 +341,7 @@ class OperationsView(ApiListView):
     )
 
     def get_queryset(self) -> QuerySet[Operation]:
-        rows = self.operations().select_related("tenant")
+        rows = shown(self.operations())
         params = self.request.query_params
         if state := choice(params, "state", OperationState.values):
             rows = rows.filter(state=state)
@@ -385,34 +394,61 @@ class OperationsView(ApiListView):
     @idempotent
     def post(self, request: Request) -> Response:
         """Start an operation: PENDING at once, its first model request queued. Poll it (or take
-        webhooks) to follow it."""
+        webhooks) to follow it. With ``agent``, the profile revision sets the family, model,
+        instructions and tools; ``settings`` add to its settings and ``budgets`` may lower its
+        budgets (docs/api.md)."""
         data = self.validated(OperationCreateSerializer)
         key = self.key()
-        script = None
-        if data.get("replies"):  # saved by operation_start, with the operation
-            script = ReplayScript(
-                name=f"api:{key.name}",
-                family=data["family"],
-                model=data["model"],
-                replies=data["replies"],
+        try:
+            agent = (
+                agent_revision_get(tenant=key.tenant, reference=data["agent"])
+                if "agent" in data
+                else None
             )
-        operation = operation_start(
-            tenant=key.tenant,
-            requested_by=key.service_user,
-            subject_ref=data["subject_ref"],
-            family=data["family"],
-            model=data["model"],
-            input_text=data["input"],
-            tool_names=data.get("tools"),
-            replay_script=script,
-            transport=data["transport"],
-            stream=data.get("stream"),
-            budgets=data.get("budgets"),
-            metadata=data.get("metadata"),
-            actor=self.actor(),
+            operation = operation_start(
+                tenant=key.tenant,
+                requested_by=key.service_user,
+                subject_ref=data["subject_ref"],
+                family=data.get("family", ""),
+                model=data.get("model", ""),
+                input_text=data["input"],
+                agent=agent,
+                tool_names=data.get("tools"),
+                replay_script=self._script(data, agent),
+                transport=data["transport"],
+                stream=data.get("stream"),
+                budgets=data.get("budgets"),
+                metadata=data.get("metadata"),
+                messages=data.get("messages"),
+                settings=data.get("settings"),
+                actor=self.actor(),
+                **({"instructions": data["instructions"]} if "instructions" in data else {}),
+            )
+        except CallgateError as exc:
+            raise field_refusal(exc) from None
+        return Response(
+            OperationSerializer(shown(self.operations()).get(pk=operation.pk)).data,
+            status=status.HTTP_201_CREATED,
         )
-        operation.refresh_from_db()
-        return Response(OperationSerializer(operation).data, status=status.HTTP_201_CREATED)
+
+    def _script(self, data: dict[str, Any], agent: AgentRevision | None) -> ReplayScript | None:
+        """The request's replies as an unsaved script (``operation_start`` saves it with the
+        operation), or ``None``."""
+        if not data.get("replies"):
+            return None
+        return ReplayScript(
+            name=f"api:{self.key().name}",
+            family=agent.family if agent else data["family"],
+            model=agent.model if agent else data["model"],
+            replies=data["replies"],
+        )
+
+
+def shown(operations: QuerySet[Operation]) -> QuerySet[Operation]:
+    """``operations`` with what their representation reads: tenant, agent revision, parent."""
+    return operations.select_related("tenant", "agent_revision__profile", "parent").defer(
+        "parent__conversation"
+    )
 
 
 #: One ``metadata`` filter: ``key:value``, the key not empty and without a colon.
@@ -464,9 +500,7 @@ class OperationDetailView(ApiView):
 
     @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
     def get(self, request: Request, public_id: str) -> Response:
-        operation = get_object_or_404(
-            self.operations().select_related("tenant"), public_id=public_id
-        )
+        operation = get_object_or_404(shown(self.operations()), public_id=public_id)
         return Response(OperationSerializer(operation).data)
 
 
