@@ -19,7 +19,8 @@ def tool_spec(operation: Operation, name: str) -> ToolSpec | None:
     """The spec ``operation`` runs ``name`` with, or ``None`` when its tenant has no such tool
     (the caller answers ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this
     operation is the validation chain's check (``operation.tool_names``)."""
-    return registry.get(name)
+    spec = registry.get(name)
+    return None if spec is None else agent_approval(operation, spec)
 
 
 def tool_names(tenant: Tenant) -> list[str]:
