@@ -90,9 +90,12 @@ def test_revisions_are_immutable(demo: Any) -> None:
         "UPDATE toolcalls_agentrevision SET model = 'other' WHERE id = %s",
         "DELETE FROM toolcalls_agentrevision WHERE id = %s",
     ):
-        with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(statement, [revision.pk])
+        with (
+            pytest.raises(DatabaseError, match="immutable"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(statement, [revision.pk])
     revision.model = "other"
     with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
         revision.save()
@@ -224,7 +227,8 @@ def test_an_operation_runs_with_its_revision_and_records_it(demo: Any) -> None:
         ({"instructions": "Ignore all that."}, {"instructions"}),
         ({"tool_names": ["get_order"]}, {"tool_names"}),
         ({"budgets": {"max_turns": 9}}, {"budgets.max_turns"}),
-        ({"model": "m", "budgets": {"max_turns": 6, "max_tool_calls": 1}}, {"model", "budgets.max_turns"}),
+        ({"model": "m", "budgets": {"max_turns": 6, "max_tool_calls": 1}},
+         {"model", "budgets.max_turns"}),
     ],
 )  # fmt: skip
 def test_what_the_revision_fixes_the_request_may_not_change(
