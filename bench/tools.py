@@ -12,6 +12,7 @@ sent after them, never the time the task waited in the queue.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Mapping
@@ -27,8 +28,24 @@ _REVISIONS = {"input": "v1", "output": "v1", "effect": "v1", "handler": "v1"}
 
 
 def bench_lookup(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Answer at once: a read with a result that differs per step (so every set makes progress)."""
-    return {"step": args["step"], "value": f"{ctx.subject_ref}:{args['step']}"}
+    """Answer at once: a read with a result that differs per step (so every set makes progress),
+    padded with ``result_bytes`` (bytes) of hex text that does not compress."""
+    step = args["step"]
+    result: dict[str, Any] = {"step": step, "value": f"{ctx.subject_ref}:{step}"}
+    if args.get("result_bytes"):
+        result["page"] = _incompressible(f"{ctx.operation_id}:{step}", args["result_bytes"])
+    return result
+
+
+def _incompressible(seed: str, size: int) -> str:
+    """``size`` characters of chained SHA-256 hex digests of ``seed``: text as dense as a real
+    page of data, so stored sizes are not flattered by compression."""
+    blocks: list[str] = []
+    block = seed.encode()
+    while 64 * len(blocks) < size:
+        block = hashlib.sha256(block).hexdigest().encode()
+        blocks.append(block.decode())
+    return "".join(blocks)[:size]
 
 
 register(
@@ -37,7 +54,10 @@ register(
         description="Look up one value (bench: answers at once).",
         parameters={
             "type": "object",
-            "properties": {"step": {"type": "integer", "minimum": 0}},
+            "properties": {
+                "step": {"type": "integer", "minimum": 0},
+                "result_bytes": {"type": "integer", "minimum": 0, "maximum": 65536},
+            },
             "required": ["step"],
             "additionalProperties": False,
         },

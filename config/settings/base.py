@@ -186,6 +186,9 @@ CELERY_BEAT_SCHEDULE = {
 CALLGATE_TOOL_MODULES = env.list("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
 # How long an approval stays decidable, in seconds.
 CALLGATE_APPROVAL_TTL_S = env.int("CALLGATE_APPROVAL_TTL_S", default=3600)
+# Days an ended operation keeps its request bodies, replies and conversation before
+# ``manage.py prune_bodies`` removes them (its calls, results and audit chain stay).
+CALLGATE_BODY_RETENTION_DAYS = env.int("CALLGATE_BODY_RETENTION_DAYS", default=90)
 # Guards (toolcalls.guards): defaults for every operation, and the most an operation may ask for.
 CALLGATE_GUARDS = {
     "max_turns": env.int("CALLGATE_MAX_TURNS", default=12),
