@@ -91,16 +91,14 @@ class NullForBlank(serializers.ModelSerializer):
 
 
 class SettingsSerializer(StrictSerializer):
-    """Model settings (docs/settings.md): each one optional, each one a setting the family must
-    honour (else 400 naming it)."""
+    """Model settings (docs/settings.md), each one optional and of its JSON type here; which
+    values a family honours is the family's rule (else 400 naming ``settings.<name>``)."""
 
-    max_output_tokens = StrictInteger(required=False, min_value=1)
-    temperature = StrictNumber(required=False, min_value=0)
-    top_p = StrictNumber(required=False, min_value=0, max_value=1)
-    reasoning_effort = serializers.ChoiceField(
-        choices=["minimal", "low", "medium", "high"], required=False
-    )
-    thinking_budget_tokens = StrictInteger(required=False, min_value=1)
+    max_output_tokens = StrictInteger(required=False)
+    temperature = StrictNumber(required=False)
+    top_p = StrictNumber(required=False)
+    reasoning_effort = serializers.CharField(max_length=40, required=False)
+    thinking_budget_tokens = StrictInteger(required=False)
     tool_choice = serializers.CharField(
         max_length=200, required=False, help_text="auto, required, none, or one tool's name."
     )
