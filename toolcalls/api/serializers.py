@@ -57,6 +57,18 @@ class StrictBoolean(serializers.BooleanField):
         return data
 
 
+class StrictText(serializers.CharField):
+    """A JSON string (``5`` is not ``"5"``), kept exactly as sent (no trimming)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class StrictSerializer(serializers.Serializer):
     """A request body: a field it does not declare is a validation error naming it (a typo such
     as ``budget`` for ``budgets`` must not start an operation with default budgets)."""
@@ -107,7 +119,7 @@ class SettingsSerializer(StrictSerializer):
 
 class MessageSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=["user", "assistant"])
-    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    text = StrictText(max_length=100_000)
 
 
 class BudgetsField(serializers.DictField):
@@ -137,9 +149,7 @@ class OperationCreateSerializer(StrictSerializer):
         choices=sorted(ADAPTERS), required=False, help_text="Required without agent."
     )
     model = serializers.RegexField(MODEL_NAME, required=False, help_text="Required without agent.")
-    instructions = serializers.CharField(
-        max_length=100_000, required=False, allow_blank=True, trim_whitespace=False
-    )
+    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
     messages = MessageSerializer(
         many=True, required=False, max_length=500, help_text="Earlier conversation, in order."
     )
@@ -365,9 +375,7 @@ class AgentDefinitionSerializer(StrictSerializer):
 
     family = serializers.ChoiceField(choices=sorted(ADAPTERS), required=False)
     model = serializers.RegexField(MODEL_NAME, required=False)
-    instructions = serializers.CharField(
-        max_length=100_000, required=False, allow_blank=True, trim_whitespace=False
-    )
+    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
     settings = SettingsSerializer(required=False)
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200),
