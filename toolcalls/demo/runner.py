@@ -63,6 +63,9 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
         input_text=scenario["input"],
         replay_script=script,
         budgets=scenario.get("budgets"),
+        instructions=scenario.get("instructions", ""),
+        messages=scenario.get("messages"),
+        settings=scenario.get("settings"),
     )
     out(f"operation {operation.public_id} started ({scenario['family']}, {path.name})")
     operator = users.get(username=options.operator)
