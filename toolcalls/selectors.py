@@ -36,8 +36,8 @@ def operation_get(*, user: User, public_id: str) -> Operation:
     turns = ModelTurn.objects.defer("request_frame", "request_items", "reply").order_by("index")
     return (
         operations_visible(user=user)
-        .select_related("tenant", "requested_by")
-        .defer("conversation")
+        .select_related("tenant", "requested_by", "agent_revision__profile", "parent")
+        .defer("conversation", "parent__conversation")
         .prefetch_related(
             Prefetch("turns", queryset=turns), Prefetch("turns__calls", queryset=calls)
         )
