@@ -245,8 +245,7 @@ class AgentProfileForm(forms.ModelForm):
     approval_overrides = forms.JSONField(
         initial=dict,
         required=False,
-        help_text='Tool name → {"policy": "always"} or {"policy": "above_threshold", '
-        '"threshold": cents}: approvals added to the tool\'s own policy.',
+        help_text=AgentRevision._meta.get_field("approval_overrides").help_text,
     )
     note = forms.CharField(max_length=500, required=False, help_text="What changed, for people.")
 

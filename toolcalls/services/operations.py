@@ -71,20 +71,17 @@ def operation_start(
     **options: Unpack[StartOptions],
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit (options:
-    :class:`StartOptions`; ``family`` and ``model`` are required without an ``agent``).
-    Raises :class:`OperationError` (``unknown_family``, ``unknown_tool``,
-    ``invalid_messages``, ``unsupported_setting`` with ``details["setting"]``, ``bad_budget``,
-    ``unknown_transport``, ``no_script``, ``no_credentials``, ``agent_conflict``).
-    """
+    :class:`StartOptions`; ``family`` and ``model`` only without an ``agent``). Raises
+    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``invalid_messages``,
+    ``unsupported_setting`` naming ``details["setting"]``, ``bad_budget``, ``unknown_transport``,
+    ``no_script``, ``no_credentials``, ``agent_conflict``)."""
     agent = options.get("agent")
     if agent is not None:
         family, model, options = with_agent(agent, family=family, model=model, options=options)
     adapter = family_adapter(family)
     names = tool_names_check(tenant, options.get("tool_names"))
     effective = budgets_check(options.get("budgets"))
-    script = options.get("replay_script")
-    transport = options.get("transport", Operation.Transport.REPLAY)
-    _check_transport(transport, script, adapter.provider)
+    transport, script = _transport(options, adapter.provider)
     stream = options.get("stream")
     operation = Operation(
         tenant=tenant,
@@ -212,7 +209,10 @@ def budgets_check(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
         raise OperationError("bad_budget", str(exc)) from None
 
 
-def _check_transport(transport: str, replay_script: ReplayScript | None, provider: str) -> None:
+def _transport(options: StartOptions, provider: str) -> tuple[str, ReplayScript | None]:
+    """The transport and replay script ``options`` ask for, checked for ``provider``."""
+    transport = options.get("transport", Operation.Transport.REPLAY)
+    replay_script = options.get("replay_script")
     if transport not in Operation.Transport.values:
         known = ", ".join(Operation.Transport.values)
         raise OperationError("unknown_transport", f"transport must be one of: {known}")
@@ -220,6 +220,7 @@ def _check_transport(transport: str, replay_script: ReplayScript | None, provide
         raise OperationError("no_script", "the replay transport needs a replay script")
     if transport == Operation.Transport.LIVE and live_settings(provider) is None:
         raise OperationError("no_credentials", f"no API key configured for {provider}")
+    return transport, replay_script
 
 
 def _created(operation: Operation, actor: Actor) -> Operation:
