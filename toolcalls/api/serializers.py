@@ -187,12 +187,24 @@ class OperationCreateSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 {"replies": "required with the replay transport, and only with it"}
             )
-        if "agent" not in attrs:
-            missing = [name for name in ("family", "model") if name not in attrs]
-            if missing:
-                message = "This field is required without agent."
-                raise serializers.ValidationError({name: message for name in missing})
         return attrs
+
+    def to_internal_value(self, data: Any) -> Any:
+        """As declared, and ``family`` and ``model`` required without ``agent`` (reported with
+        the body's other field errors)."""
+        missing = {}
+        if isinstance(data, Mapping) and "agent" not in data:
+            message = "This field is required without agent."
+            missing = {name: [message] for name in ("family", "model") if name not in data}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not missing or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError({**missing, **exc.detail}) from None
+        if missing:
+            raise serializers.ValidationError(missing)
+        return value
 
 
 class AgentRefSerializer(serializers.Serializer):
