@@ -16,6 +16,7 @@ import redis
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Max, Min, Q
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -28,12 +29,14 @@ from bench.env import BROKER_URL
 from bench.replies import FAMILY, MODEL, lookup_script, refund_script
 from bench.report import percentile
 from bench.tools import TOOL
+from toolcalls.actors import Actor
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.views import cursor_sign
 from toolcalls.demo.models import Order
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
 from toolcalls.services import execution, turns
+from toolcalls.services.catalogue import tenant_tools_enable
 from toolcalls.services.operations import operation_start
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
@@ -104,9 +107,11 @@ class World:
 
 
 def world_create() -> World:
-    """Migrate the fresh database, seed the demo tenant and users, empty the broker database."""
+    """Migrate the fresh database, seed the demo tenant and users (the bench's tool in the
+    tenant's catalogue), empty the broker database."""
     call_command("migrate", verbosity=0)
     seed = demo_seed()
+    tenant_tools_enable(tenant=seed.tenant, tool_names=[TOOL], actor=Actor.system("bench"))
     broker_flush()
     workers.timings_reset()
     users = get_user_model().objects
@@ -416,7 +421,21 @@ def throughput_wait(pks: list[int], label: str, *, stall_s: float = 60) -> Figur
     assert first is not None and last is not None
     recorded = ModelTurn.objects.filter(operation_id__in=pks).count()
     elapsed_s = (last.created_at - first.created_at).total_seconds()
-    return {"turns": float(recorded), "turns_per_s": recorded / elapsed_s if elapsed_s else None}
+    spans = _spans_ms(events)
+    return {
+        "turns": float(recorded),
+        "turns_per_s": recorded / elapsed_s if elapsed_s else None,
+        "span_share_p99": (percentile(spans, 99) or 0) / (elapsed_s * 1000) if elapsed_s else None,
+    }
+
+
+def _spans_ms(events: Any) -> list[float]:
+    """Each operation's own span (ms): its first claim to its completion."""
+    spans = events.values("operation_id").annotate(
+        begun=Min("created_at", filter=Q(from_state=OperationState.PENDING)),
+        ended=Max("created_at", filter=Q(to_state=OperationState.COMPLETED)),
+    )
+    return [(row["ended"] - row["begun"]).total_seconds() * 1000 for row in spans]
 
 
 def _latest_event() -> int:

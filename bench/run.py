@@ -107,7 +107,9 @@ def main() -> int:
     with workers.Workers(2):
         result = phases.throughput_wait(pks, "2 workers")
         figures["turns_per_s_2w"] = result["turns_per_s"]
+        figures["op_span_share_p99_2w"] = result["span_share_p99"]
     notes["turns_per_s_2w"] = f"{result['turns']:,.0f} turns, {len(pks)} concurrent operations"
+    notes["op_span_share_p99_2w"] = "an operation's own first claim to completion, over the run"
 
     phases.say("phase 5/6: storage per operation")
     figures.update(phases.storage(world))

@@ -64,10 +64,14 @@ def inprocess_worker(transactional_db) -> Iterator[worker_module.InProcessWorker
 
 @pytest.fixture
 def demo(db):  # type: ignore[no-untyped-def]
-    """The seeded demo tenant, users and orders."""
+    """The seeded demo tenant, users and orders, with every registered tool (the suite's own
+    too) in the tenant's catalogue."""
+    from tests.factories import catalogue_enable_all
     from toolcalls.demo.services import demo_seed
 
-    return demo_seed()
+    seed = demo_seed()
+    catalogue_enable_all(seed.tenant)
+    return seed
 
 
 @pytest.fixture(scope="session")

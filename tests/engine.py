@@ -7,7 +7,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
+from tests.factories import (
+    ModelTurnFactory,
+    OperationFactory,
+    ToolCallFactory,
+    catalogue_enable_all,
+)
 from toolcalls.demo.scenario import bundled_path
 from toolcalls.guards import budgets_for
 from toolcalls.models import Operation, ReplayScript, ToolCall
@@ -19,7 +24,9 @@ def bundled_replies(name: str, family: str = "openai_responses") -> list[dict[st
 
 
 def start(demo: Any, replies: list[dict[str, Any]], **overrides: Any) -> Operation:
-    """Start an operation for the demo customer, requested by the demo requester."""
+    """Start an operation for the demo customer, requested by the demo requester (every tool
+    registered by now in the demo tenant's catalogue)."""
+    catalogue_enable_all(demo.tenant)
     model = overrides.pop("model", "gpt-5.1-test")
     script = ReplayScript.objects.create(
         name="test", family="openai_responses", model=model, replies=replies

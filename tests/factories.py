@@ -9,8 +9,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission, User
 
 from approvals.models import ApprovalRequest
+from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.demo.models import Order
 from toolcalls.models import ModelTurn, Operation, Tenant, ToolCall
+from toolcalls.services.catalogue import tenant_tools_enable
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -22,13 +25,26 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     password = factory.django.Password("pw")
 
 
+def catalogue_enable_all(tenant: Tenant) -> None:
+    """Put every tool registered in this process in ``tenant``'s catalogue."""
+    tenant_tools_enable(tenant=tenant, tool_names=registry.names(), actor=Actor.system("tests"))
+
+
 class TenantFactory(factory.django.DjangoModelFactory[Tenant]):
+    """A tenant whose catalogue holds every registered tool (``tools=False``: an empty one)."""
+
     class Meta:
         model = Tenant
         django_get_or_create = ("slug",)
+        skip_postgeneration_save = True
 
     slug = factory.Sequence(lambda n: f"tenant{n}")
     name = factory.LazyAttribute(lambda o: o.slug.title())
+    tools = factory.PostGeneration(
+        lambda tenant, create, extracted, **_: (
+            catalogue_enable_all(tenant) if create and extracted is not False else None
+        )
+    )
 
 
 def _entitle(operation: Operation, *, create: bool, extracted: bool | None) -> None:

@@ -33,6 +33,7 @@ from toolcalls.models import (
     Operation,
     ReplayScript,
     Tenant,
+    TenantTool,
     ToolCall,
 )
 from toolcalls.services.audit import audit_record
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.django_db
 
 MODELS: list[type[models.Model]] = [
     Tenant,
+    TenantTool,
     ReplayScript,
     Operation,
     ModelTurn,
@@ -101,6 +103,7 @@ class Rows:
     order: Order
     draft: RefundDraft
     entry: LedgerEntry
+    tool: TenantTool
 
     def of(self, model: type[models.Model]) -> models.Model:
         return next(row for row in vars(self).values() if isinstance(row, model))
@@ -161,7 +164,10 @@ def tenant_rows(slug: str) -> Rows:
         operation_ref=operation.public_id,
         call_ref=call.provider_call_id,
     )
-    return Rows(tenant, script, operation, turn, call, approval, record, event, order, draft, entry)
+    tool = TenantTool.objects.get(tenant=tenant, tool_name="submit_refund")
+    return Rows(
+        tenant, script, operation, turn, call, approval, record, event, order, draft, entry, tool
+    )
 
 
 @pytest.fixture
@@ -405,3 +411,47 @@ def test_capped_paginator_counts_at_most_its_cap() -> None:
 
     assert SmallCap(Operation.objects.order_by("-pk"), 2).count == 3
     assert CappedCountPaginator(Operation.objects.order_by("-pk"), 2).count == 5
+
+
+# --- tool catalogues ----------------------------------------------------------------------------
+
+
+def test_superusers_set_a_tenants_tool_through_the_catalogue_service(
+    superuser: Client, a: Rows
+) -> None:
+    a.tool.delete()
+    revision = Tenant.objects.get(pk=a.tenant.pk).catalogue_revision
+    form = {"tenant": a.tenant.pk, "tool_name": "submit_refund", "enabled": "on"}
+    response = superuser.post(url(TenantTool, "add"), {**form, "approval": "always"})
+    assert response.status_code == 302, response.content
+    row = TenantTool.objects.get(tenant=a.tenant, tool_name="submit_refund")
+    assert (row.enabled, row.approval, row.updated_by) == (True, "always", "user:root")
+    assert Tenant.objects.get(pk=a.tenant.pk).catalogue_revision != revision
+    change = {"enabled": "", "approval": "", "max_calls": "2"}
+    assert superuser.post(change_url(row), change).status_code == 302
+    row.refresh_from_db()
+    assert (row.enabled, row.approval, row.max_calls) == (False, "", 2)
+
+
+@pytest.mark.parametrize(
+    ("fields", "wrong"),
+    [
+        ({"tool_name": "get_order", "approval": "threshold", "approval_threshold": "5"},
+         "approval"),
+        ({"approval": "threshold", "approval_threshold": "999999"}, "approval_threshold"),
+        ({"max_calls": "100000"}, "max_calls"),
+    ],
+)  # fmt: skip
+def test_an_override_the_spec_does_not_allow_is_a_form_error(
+    superuser: Client, a: Rows, fields: dict[str, str], wrong: str
+) -> None:
+    TenantTool.objects.filter(tenant=a.tenant).delete()
+    body = {"tenant": a.tenant.pk, "tool_name": "submit_refund", "enabled": "on", **fields}
+    response = superuser.post(url(TenantTool, "add"), body)
+    assert response.status_code == 200
+    assert wrong in response.context["adminform"].form.errors
+    assert not TenantTool.objects.filter(tenant=a.tenant).exists()
+
+
+def test_catalogue_rows_are_disabled_never_deleted(superuser: Client, a: Rows) -> None:
+    assert superuser.get(url(TenantTool, "delete", a.tool.pk)).status_code == 403

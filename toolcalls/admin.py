@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from providers.families import ADAPTERS
+from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.admin_base import (
     FamilyFilter,
@@ -36,6 +37,7 @@ from toolcalls.models import (
     Operation,
     ReplayScript,
     Tenant,
+    TenantTool,
     ToolCall,
 )
 from toolcalls.services.agents import (
@@ -44,6 +46,7 @@ from toolcalls.services.agents import (
     agent_definition_check,
     agent_revise,
 )
+from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
 
 #: A call's raw argument text: up to the stream limit (a megabyte), never shown in a list.
 _CALL_RAW_ARGUMENTS = "call__raw_arguments"
@@ -60,6 +63,73 @@ class TenantAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.Mod
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Every row of a tenant protects it; deactivate (is_active) instead.
         return False
+
+    def save_model(self, request: HttpRequest, obj: Tenant, form: Any, change: bool) -> None:
+        if not change:
+            obj.save()
+            return
+        # Only what the form changed: the catalogue revision (and the webhook flag) belong to
+        # their services, and writing back the copy this form loaded could undo a change made
+        # meanwhile, leaving processes on a catalogue they should have reloaded.
+        obj.save(update_fields=[name for name in form.changed_data if name != "members"])
+
+
+class TenantToolForm(forms.ModelForm):
+    """A tenant's settings of one registered tool; overrides checked as the service checks
+    them, each refusal shown on its field."""
+
+    tool_name = forms.ChoiceField(choices=lambda: [(name, name) for name in registry.names()])
+
+    class Meta:
+        model = TenantTool
+        fields = ("tenant", "tool_name", "enabled", "max_calls", "approval", "approval_threshold")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            overrides_check(
+                tool_name=data.get("tool_name") or self.instance.tool_name,
+                max_calls=data.get("max_calls"),
+                approval=data.get("approval", ""),
+                approval_threshold=data.get("approval_threshold"),
+            )
+        except CatalogueError as exc:
+            field = exc.details.get("field", "tool_name")
+            self.add_error(field if field in self.fields else None, exc.message)
+        return data
+
+
+@admin.register(TenantTool)
+class TenantToolAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.ModelAdmin):
+    """Tenants' tool catalogues. Saved through the catalogue service (the tenant's catalogue
+    revision changes with it); a tool is disabled, never deleted, so calls of it that already
+    ran stay answerable."""
+
+    form = TenantToolForm
+    list_display = ("tool_name", "tenant", "enabled", "max_calls", "approval", "updated_by")
+    list_select_related = ("tenant",)
+    list_filter = ("enabled", ToolFilter)
+    search_fields = ("tool_name", "tenant__slug")
+    readonly_fields = ("updated_by", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # Which tenant and tool a row is about never changes: its history is about them.
+        return (*self.readonly_fields, *(("tenant", "tool_name") if obj else ()))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: TenantTool, form: Any, change: bool) -> None:
+        saved = tenant_tool_set(
+            tenant=obj.tenant,
+            tool_name=obj.tool_name,
+            enabled=obj.enabled,
+            actor=Actor.user(request.user),
+            max_calls=obj.max_calls,
+            approval=obj.approval,
+            approval_threshold=obj.approval_threshold,
+        )
+        obj.pk = saved.pk
 
 
 @admin.register(ReplayScript)

@@ -1,37 +1,150 @@
 """The tools an operation may use, resolved per tenant (DESIGN.md §5).
 
-The registry holds the tools deployed with Callgate. The catalogue answers, for one operation,
-which tool a name means and with which effective settings: the one place the engine looks a
-tool up. Model output only ever selects a key of the operation's own ``tool_names``.
+The registry holds the tools deployed with Callgate; a tenant's catalogue (``TenantTool`` rows)
+says which of them the tenant may use and with which overrides. The catalogue answers, for one
+operation, which tool a name means and with which effective settings: the one place the engine
+looks a tool up. Model output only ever selects a key of the operation's own ``tool_names``.
+
+Effective spec: the registry's spec with the tenant's overrides applied, each only ever stricter
+(a per-operation call limit below the spec's, an approval policy of ``always`` or a lower
+threshold). An overridden policy has its own revision string, derived from the spec's and the
+override, so a call parked before an override changed revalidates to ``APPROVAL_STALE``.
+
+A disabled tool still resolves (:func:`tool_spec`): calls of it that already ran must still be
+bound, reconciled and answered. It is no longer offered (:func:`declarations`,
+:func:`tool_names`), a new call of it is ``UNKNOWN_TOOL`` (:func:`enabled`, checked by the
+validation chain) and a call parked for it revalidates to ``APPROVAL_STALE``.
+
+Cost: the engine resolves a tool per call. A process keeps each tenant's rows, and the effective
+specs built from them, for as long as the tenant row it reads carries the same
+``catalogue_revision`` (every change writes a new one in its transaction), so a lookup costs no
+query while the catalogue is unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from providers.base import ToolDeclaration
 from toolcalls import policy, registry
-from toolcalls.models import Operation, Tenant
+from toolcalls.models import Operation, Tenant, TenantTool
+from toolcalls.policy import ApprovalPolicy, above_threshold, always
 from toolcalls.registry import ToolSpec
 
 
+@dataclass
+class _Loaded:
+    """One tenant's catalogue as loaded at ``revision``: rows by tool name, and the effective
+    spec built for each name with the registry spec it was built from."""
+
+    revision: str
+    rows: dict[str, TenantTool]
+    specs: dict[str, tuple[ToolSpec, ToolSpec]] = field(default_factory=dict)
+
+
+_loaded: dict[int, _Loaded] = {}
+
+
+def _catalogue(tenant: Tenant) -> _Loaded:
+    loaded = _loaded.get(tenant.pk)
+    if loaded is None or loaded.revision != tenant.catalogue_revision:
+        rows = TenantTool.objects.filter(tenant_id=tenant.pk)
+        loaded = _Loaded(tenant.catalogue_revision, {row.tool_name: row for row in rows})
+        _loaded[tenant.pk] = loaded
+    return loaded
+
+
 def tool_spec(operation: Operation, name: str) -> ToolSpec | None:
-    """The spec ``operation`` runs ``name`` with, or ``None`` when its tenant has no such tool
-    (the caller answers ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this
-    operation is the validation chain's check (``operation.tool_names``)."""
-    spec = registry.get(name)
+    """The spec ``operation`` runs ``name`` with (enabled or disabled for its tenant), or
+    ``None`` when the registry or the tenant's catalogue has no such tool (the caller answers
+    ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this operation is the
+    validation chain's check (``operation.tool_names``). The agent revision the operation was
+    started from adds its approval overrides (:func:`agent_approval`)."""
+    spec = tenant_spec(operation.tenant, name)
     return None if spec is None else agent_approval(operation, spec)
 
 
+def tenant_spec(tenant: Tenant, name: str) -> ToolSpec | None:
+    """The spec ``tenant`` has for ``name`` (see :func:`tool_spec`)."""
+    spec = registry.get(name)
+    loaded = _catalogue(tenant)
+    row = loaded.rows.get(name)
+    if spec is None or row is None:
+        return None
+    built = loaded.specs.get(name)
+    if built is None or built[0] is not spec:  # a deploy replaced the registry's spec
+        built = (spec, effective_spec(spec, row))
+        loaded.specs[name] = built
+    return built[1]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered tool as a tenant has it: its catalogue ``row`` (``None``: not in the
+    catalogue) and its effective ``spec``."""
+
+    row: TenantTool | None
+    spec: ToolSpec
+
+    @property
+    def enabled(self) -> bool:
+        return self.row is not None and self.row.enabled
+
+
+def entry(tenant: Tenant, name: str) -> Entry | None:
+    """Registered tool ``name`` as ``tenant`` has it; ``None`` for a name the registry lacks."""
+    base = registry.get(name)
+    if base is None:
+        return None
+    row = _catalogue(tenant).rows.get(name)
+    return Entry(row, tenant_spec(tenant, name) or base)
+
+
+def enabled(operation: Operation, name: str) -> bool:
+    """Whether ``operation``'s tenant may use ``name`` now."""
+    row = _catalogue(operation.tenant).rows.get(name)
+    return row is not None and row.enabled
+
+
 def tool_names(tenant: Tenant) -> list[str]:
-    """Every tool name ``tenant`` may use, sorted."""
-    return registry.names()
+    """Every tool name ``tenant`` may use now, sorted."""
+    rows = _catalogue(tenant).rows.values()
+    return sorted(row.tool_name for row in rows if row.enabled and registry.get(row.tool_name))
 
 
 def declarations(operation: Operation) -> list[ToolDeclaration]:
-    """Declarations of the tools offered to ``operation``, in its ``tool_names`` order."""
+    """Declarations of the tools offered to ``operation`` and still enabled for its tenant, in
+    its ``tool_names`` order."""
     specs = (tool_spec(operation, name) for name in operation.tool_names)
-    return [spec.declaration() for spec in specs if spec is not None]
+    return [spec.declaration() for spec in specs if spec and enabled(operation, spec.name)]
+
+
+def effective_spec(spec: ToolSpec, row: TenantTool) -> ToolSpec:
+    """``spec`` with the overrides of catalogue ``row`` applied (``spec`` itself without any)."""
+    changes: dict[str, object] = {}
+    if row.max_calls is not None:
+        changes["max_calls"] = min(row.max_calls, spec.max_calls or row.max_calls)
+    policy = _approval(spec.approval, row)
+    if policy is not spec.approval:
+        changes["approval"] = policy
+    return replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
+
+
+def _approval(policy: ApprovalPolicy, row: TenantTool) -> ApprovalPolicy:
+    """The stricter policy ``row`` asks for. A lower threshold on a spec that no longer has a
+    threshold policy fails closed: every call waits for a human."""
+    terms, cap = policy.threshold, row.approval_threshold
+    if row.approval == TenantTool.Approval.THRESHOLD and terms is not None and cap is not None:
+        return above_threshold(
+            field=terms.field,
+            unit=terms.unit,
+            threshold=lambda: min(terms.limit(), cap),
+            revision=f"{policy.revision}+tenant-threshold:{cap}",
+        )
+    if row.approval:
+        reason = "this tenant has every call of this tool approved by a person"
+        return always(reason, revision=f"{policy.revision}+tenant-always")
+    return policy
 
 
 def agent_approval(operation: Operation, spec: ToolSpec) -> ToolSpec:

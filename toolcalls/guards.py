@@ -118,16 +118,20 @@ def turn_trip(operation: Operation, *, now: datetime) -> Trip | None:
     return None
 
 
-def call_budget_problem(operation: Operation, tool_name: str) -> Trip | None:
+def call_budget_problem(
+    operation: Operation, tool_name: str, *, tool_limit: int | None = None
+) -> Trip | None:
     """Whether one more call of ``tool_name`` exceeds a tool-call budget (counters are the
-    operation's before this call)."""
+    operation's before this call). ``tool_limit``: the tool's own limit of calls per operation
+    (``ToolSpec.max_calls``, from the tenant's catalogue), applied below ``max_calls_per_tool``;
+    an extension of that budget does not lift it."""
     budgets = operation.budgets
     if operation.tool_call_count >= budgets["max_tool_calls"]:
         limit = budgets["max_tool_calls"]
         return Trip("max_tool_calls", f"MAX_TOOL_CALLS: the limit of {limit:g} tool calls")
     per_tool = int(operation.calls_per_tool.get(tool_name, 0))
-    if per_tool >= budgets["max_calls_per_tool"]:
-        limit = budgets["max_calls_per_tool"]
+    limit = min(budgets["max_calls_per_tool"], tool_limit or budgets["max_calls_per_tool"])
+    if per_tool >= limit:
         return Trip(
             "max_calls_per_tool", f"MAX_CALLS_PER_TOOL: the limit of {limit:g} calls of {tool_name}"
         )

@@ -6,6 +6,7 @@ Models hold data and database-level invariants only; every write goes through
 
 from __future__ import annotations
 
+import secrets
 from itertools import chain
 from typing import Any
 
@@ -16,6 +17,11 @@ from providers.base import Outcome
 from providers.families import get_adapter
 from toolcalls.ids import new_call_id, new_operation_id
 from toolcalls.states import AuditKind, CallState, OperationState
+
+
+def new_catalogue_revision() -> str:
+    """A fresh :attr:`Tenant.catalogue_revision`: 32 hex characters (128 random bits)."""
+    return secrets.token_hex(16)
 
 
 def _state_check(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
@@ -35,9 +41,63 @@ class Tenant(models.Model):
     #: endpoint is saved or deleted. The engine reads it with the operation it locks, so a
     #: tenant without webhooks pays nothing per audit event.
     webhooks_active = models.BooleanField(default=False, editable=False)
+    #: A new random token whenever the tenant's tool catalogue changes (in the same
+    #: transaction), so a process may keep the catalogue it loaded for as long as the tenant row
+    #: it reads says the same token (:mod:`toolcalls.catalogue`).
+    catalogue_revision = models.CharField(
+        max_length=32, default=new_catalogue_revision, editable=False
+    )
 
     def __str__(self) -> str:
         return self.slug
+
+
+class TenantTool(models.Model):
+    """One registered tool in a tenant's catalogue: whether the tenant may use it, and the
+    tenant's overrides, each only ever stricter than the tool spec (:mod:`toolcalls.catalogue`).
+    A tool without a row is not in the catalogue: the tenant may not use it."""
+
+    class Approval(models.TextChoices):
+        SPEC = "", "as the tool spec says"
+        ALWAYS = "always", "every call waits for a human"
+        THRESHOLD = "threshold", "above a lower threshold than the spec's"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools")
+    tool_name = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    max_calls = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Calls of this tool per operation, at most the guard limit of "
+        "max_calls_per_tool; empty: the operation's max_calls_per_tool.",
+    )
+    approval = models.CharField(max_length=20, choices=Approval.choices, blank=True)
+    approval_threshold = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="With approval 'threshold': calls above this value (the spec's unit) wait "
+        "for a human; below the spec's own threshold.",
+    )
+    updated_by = models.CharField(max_length=200, help_text="Who changed it last (an actor).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "tool_name"], name="tenant_tool_unique"),
+            models.CheckConstraint(
+                condition=models.Q(approval__in=["", "always", "threshold"]),
+                name="tenant_tool_approval_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(approval="threshold", approval_threshold__isnull=False)
+                | (~models.Q(approval="threshold") & models.Q(approval_threshold__isnull=True)),
+                name="tenant_tool_threshold_with_approval",
+            ),
+        ]
+        ordering = ["tenant", "tool_name"]
+
+    def __str__(self) -> str:
+        return self.tool_name
 
 
 class ReplayScript(models.Model):

@@ -15,12 +15,24 @@ Rule = Callable[[Mapping[str, Any]], "str | None"]
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A threshold policy's terms: approval when ``arguments[field]`` (an integer in ``unit``)
+    exceeds ``limit()``, read at decision time."""
+
+    field: str
+    unit: str
+    limit: Callable[[], int]
+
+
+@dataclass(frozen=True)
 class ApprovalPolicy:
-    """``rule(arguments)`` → reason string when approval is needed, else ``None``."""
+    """``rule(arguments)`` → reason string when approval is needed, else ``None``.
+    ``threshold``: the terms of a threshold policy (:func:`above_threshold`), else ``None``."""
 
     revision: str
     rule: Rule
     description: str
+    threshold: Threshold | None = None
 
     def reason_for(self, arguments: Mapping[str, Any]) -> str | None:
         """The reason this call needs approval, or ``None``."""
@@ -54,7 +66,10 @@ def above_threshold(
         return None
 
     return ApprovalPolicy(
-        revision=revision, rule=rule, description=f"approval when {field} > threshold ({unit})"
+        revision=revision,
+        rule=rule,
+        description=f"approval when {field} > threshold ({unit})",
+        threshold=Threshold(field=field, unit=unit, limit=threshold),
     )
 
 

@@ -103,6 +103,8 @@ class ToolSpec:
       ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
       ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).
     - ``approval``: the :class:`~toolcalls.policy.ApprovalPolicy`.
+    - ``max_calls``: calls of this tool one operation may propose, below the operation's
+      ``max_calls_per_tool`` budget (``None``: that budget alone); a tenant's catalogue sets it.
     - ``revisions``: ``input``, ``output``, ``effect``, ``handler`` revision strings, bound into
       every result.
     """
@@ -123,6 +125,7 @@ class ToolSpec:
     max_result_bytes: int | None = None
     oversize: Literal["truncate", "reject"] = "truncate"
     approval: ApprovalPolicy = field(default_factory=never)
+    max_calls: int | None = None
     revisions: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property

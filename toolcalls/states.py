@@ -147,6 +147,8 @@ class AuditKind(models.TextChoices):
     """What an audit event records (``AuditEvent.kind``); webhooks carry some of them."""
 
     OPERATION_CREATED = "operation.created"
+    #: A follow-up operation was started from this ended one (``details.follow_up``).
+    OPERATION_FOLLOWED_UP = "operation.followed_up"
     OPERATION_TRANSITION = "operation.transition"
     CALL_PROPOSED = "call.proposed"
     CALL_TRANSITION = "call.transition"

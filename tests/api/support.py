@@ -15,6 +15,7 @@ from toolcalls.models import Tenant
 
 API = "/api/v1"
 READ, WRITE, DECIDE, AUDIT = "operations:read", "operations:write", "approvals:decide", "audit:read"
+TOOLS = "tools:write"
 AGENTS_READ, AGENTS_WRITE = "agents:read", "agents:write"
 ALL_SCOPES = list(SCOPES)
 

@@ -30,6 +30,7 @@ from tests.api.support import (
     AUDIT,
     DECIDE,
     READ,
+    TOOLS,
     WRITE,
     create,
     create_body,
@@ -72,6 +73,7 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/approvals", READ),
     ("GET", "/approvals/{apr}", READ),
     ("POST", "/approvals/{apr}/decide", DECIDE),
+    ("POST", "/operations/{op}/messages", WRITE),
     ("GET", "/tools", READ),
     ("GET", "/agents", AGENTS_READ),
     ("POST", "/agents", AGENTS_WRITE),
@@ -79,6 +81,9 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/agents/{agent}/revisions", AGENTS_READ),
     ("POST", "/agents/{agent}/revisions", AGENTS_WRITE),
     ("GET", "/agents/{agent}/revisions/1", AGENTS_READ),
+    ("GET", "/tools/{tool}", READ),
+    ("PUT", "/tools/{tool}", TOOLS),
+    ("PATCH", "/tools/{tool}", TOOLS),
 ]
 #: A valid body for each POST (starting an operation: a refund on scripted replies).
 BODIES: dict[str, dict[str, Any]] = {
@@ -88,9 +93,13 @@ BODIES: dict[str, dict[str, Any]] = {
     "/decide": {"decision": "approve"},
     "/agents": {"name": "another-agent", "family": "openai_chat", "model": "gpt-5.1"},
     "/revisions": {"instructions": "Be brief."},
+    "/messages": {"input": "And the other order?"},
 }
-#: Object endpoints (for tenant isolation).
-OBJECT_ENDPOINTS = [e for e in ENDPOINTS if "{" in e[1]]
+#: The body of each PUT and PATCH (a tool's settings).
+SETTINGS = {"enabled": True}
+#: Object endpoints (for tenant isolation; every tenant has each registered tool, in its own
+#: catalogue).
+OBJECT_ENDPOINTS = [e for e in ENDPOINTS if "{op}" in e[1] or "{apr}" in e[1]]
 
 
 @pytest.fixture
@@ -101,13 +110,16 @@ def parked(demo: DemoSeed) -> dict[str, str]:
     (approval,) = get(client, "/approvals").json()["results"]
     definition = AgentDefinition(family="openai_responses", model="gpt-5.1")
     agent_create(tenant=demo.tenant, name="refunds", definition=definition, actor=ENGINE)
-    return {"op": operation["id"], "apr": approval["id"], "agent": "refunds"}
+    ids = {"op": operation["id"], "apr": approval["id"], "tool": "get_order"}
+    return ids | {"agent": "refunds"}
 
 
 def _call(client: APIClient, method: str, path: str, ids: dict[str, str]) -> Any:
     url = path.format(**ids)
     if method == "GET":
         return get(client, url)
+    if method in ("PUT", "PATCH"):
+        return client.generic(method, f"{API}{url}", json.dumps(SETTINGS), "application/json")
     suffix = "/" + url.rsplit("/", 1)[-1]
     body = BODIES.get(suffix, create_body() if url == "/operations" else {})
     return post(client, url, body)
@@ -126,10 +138,13 @@ def _call_with(
         return client.get(f"{API}{url}?{query}")
     suffix = "/" + url.rsplit("/", 1)[-1]
     body = BODIES.get(suffix, create_body() if url == "/operations" else {})
-    return client.post(
+    if method in ("PUT", "PATCH"):
+        body = SETTINGS
+    return client.generic(
+        method,
         f"{API}{url}?{query}",
-        {**body, **extra},
-        format="json",
+        json.dumps({**body, **extra}),
+        "application/json",
         HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex,
     )
 
@@ -299,9 +314,9 @@ def test_the_same_key_with_another_body_is_409(demo: DemoSeed) -> None:
 def test_an_error_response_is_remembered_too(demo: DemoSeed) -> None:
     client, _ = keyed_client(demo.tenant, READ, WRITE)
     body = create_body(tools=["launch_rocket"])
-    first = error_of(post(client, "/operations", body, idempotency_key="e"), 400, "unknown_tool")
+    first = error_of(post(client, "/operations", body, idempotency_key="e"), 400, "invalid_request")
     again = post(client, "/operations", body, idempotency_key="e")
-    replayed = error_of(again, 400, "unknown_tool")
+    replayed = error_of(again, 400, "invalid_request")
     assert replayed == first | {"request_id": again["Request-Id"]}
     assert again["Idempotent-Replayed"] == "true"
 
@@ -505,7 +520,7 @@ def test_health_refuses_an_unknown_query_parameter(path: str) -> None:
     assert set(fields_of(error)) == {"verbose"}
 
 
-@pytest.mark.parametrize("endpoint", [e for e in ENDPOINTS if e[0] == "POST"], ids=_id)
+@pytest.mark.parametrize("endpoint", [e for e in ENDPOINTS if e[0] != "GET"], ids=_id)
 def test_every_body_refuses_an_unknown_field(
     demo: DemoSeed, parked: dict[str, str], endpoint: tuple[str, str, str]
 ) -> None:

@@ -15,7 +15,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from toolcalls.api import examples
-from toolcalls.api.errors import field_refusal
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import (
     AgentCreateSerializer,
@@ -24,7 +23,6 @@ from toolcalls.api.serializers import (
     AgentSerializer,
 )
 from toolcalls.api.views import ERRORS, ApiListView, ApiView, InOrder, NewestFirst
-from toolcalls.errors import CallgateError
 from toolcalls.models import AgentProfile, AgentRevision
 from toolcalls.services.agents import AgentDefinition, agent_create, agent_revise
 
@@ -84,16 +82,13 @@ class AgentsView(AgentView, ApiListView):
     @idempotent
     def post(self, request: Request) -> Response:
         data = self.validated(AgentCreateSerializer)
-        try:
-            revision = agent_create(
-                tenant=self.key().tenant,
-                name=data["name"],
-                definition=_definition(data),
-                actor=self.actor(),
-                note=data.get("note", ""),
-            )
-        except CallgateError as exc:
-            raise field_refusal(exc) from None
+        revision = agent_create(
+            tenant=self.key().tenant,
+            name=data["name"],
+            definition=_definition(data),
+            actor=self.actor(),
+            note=data.get("note", ""),
+        )
         body = AgentSerializer(self.profile(revision.profile.name)).data
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -138,15 +133,12 @@ class AgentRevisionsView(AgentView, ApiListView):
     def post(self, request: Request, name: str) -> Response:
         profile = self.profile(name)
         data = self.validated(AgentDefinitionSerializer)
-        try:
-            revision = agent_revise(
-                profile=profile,
-                changes=_definition(data),
-                actor=self.actor(),
-                note=data.get("note", ""),
-            )
-        except CallgateError as exc:
-            raise field_refusal(exc) from None
+        revision = agent_revise(
+            profile=profile,
+            changes=_definition(data),
+            actor=self.actor(),
+            note=data.get("note", ""),
+        )
         body = AgentRevisionSerializer(revision).data
         return Response(body, status=status.HTTP_201_CREATED)
 

@@ -87,7 +87,6 @@ def field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 #: code is 409 Conflict: the request is well formed, but the object's state does not allow it
 #: (``already_ended``, ``not_escalated``, ``still_over``, ``already_decided``, ``superseded``).
 STATUS_BY_CODE: dict[str, int] = {
-    "unknown_tool": 400,
     "unknown_family": 400,
     "unknown_transport": 400,
     "no_script": 400,
@@ -102,25 +101,30 @@ STATUS_BY_CODE: dict[str, int] = {
     "expired": 410,
 }
 
-#: Service refusals of the request's own fields: 400 ``invalid_request`` naming them.
-FIELD_REFUSALS = ("unsupported_setting", "agent_conflict", "invalid_agent")
+#: :class:`CallgateError` codes that mean one input of the request is wrong, with the request
+#: body field they name: 400 ``invalid_request`` with ``details.fields`` naming it.
+FIELD_BY_CODE: dict[str, str] = {"unknown_tool": "tools"}
+#: Refusals that name the request's fields themselves (``details["fields"]``, by the service's
+#: option names): 400 ``invalid_request`` naming them.
+FIELDS_NAMED = ("agent_conflict", "invalid_agent")
 #: The request body's name of a service option, where the two differ.
 BODY_NAMES = {"tool_names": "tools", "input_text": "input"}
 
 
 def field_refusal(exc: CallgateError) -> Exception:
-    """``exc`` as 400 ``invalid_request`` naming the body fields it refuses when it is one of
-    :data:`FIELD_REFUSALS` (an unsupported setting is ``settings.<name>``; the others name
-    their fields in ``details["fields"]``, by the service's option names); else ``exc``."""
-    if exc.code not in FIELD_REFUSALS:
-        return exc
+    """``exc`` as 400 ``invalid_request`` naming the body fields it refuses: a code of
+    :data:`FIELD_BY_CODE`, an unsupported setting (``settings.<name>``) or one of
+    :data:`FIELDS_NAMED`; any other refusal as it is."""
+    if exc.code in FIELD_BY_CODE:
+        message = "The request is not valid; see details."
+        return ApiError(400, "invalid_request", message, {FIELD_BY_CODE[exc.code]: [exc.message]})
     if exc.code == "unsupported_setting":
         fields = {f"settings.{exc.details['setting']}": [exc.message]}
+    elif exc.code in FIELDS_NAMED:
+        named = exc.details["fields"].items()
+        fields = {BODY_NAMES.get(name, name): list(messages) for name, messages in named}
     else:
-        fields = {
-            BODY_NAMES.get(name, name): list(messages)
-            for name, messages in exc.details["fields"].items()
-        }
+        return exc
     return ApiError(400, "invalid_request", exc.message, fields)
 
 
@@ -143,6 +147,8 @@ _CODES: list[tuple[type[Exception], int, str]] = [
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Map any exception raised in an API view to the one error shape."""
+    if isinstance(exc, CallgateError):
+        exc = field_refusal(exc)
     if isinstance(exc, ApiError):
         body = error_body(exc.error_code, exc.message, exc.details)
         return Response(body, exc.status_code, headers=exc.headers)

@@ -15,6 +15,7 @@ SCOPES = (
     "operations:write",
     "approvals:decide",
     "audit:read",
+    "tools:write",
     "agents:read",
     "agents:write",
 )

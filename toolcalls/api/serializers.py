@@ -102,6 +102,16 @@ class NullForBlank(serializers.ModelSerializer):
         return data
 
 
+def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``value`` if it is a list of replay replies (docs/scenarios.md); raises DRF's
+    ``ValidationError`` naming the first wrong one otherwise."""
+    errors = sorted(_REPLIES.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path)
+        raise serializers.ValidationError(f"{where}: {errors[0].message}")
+    return value
+
+
 class SettingsSerializer(StrictSerializer):
     """Model settings (docs/settings.md), each one optional and of its JSON type here; which
     values a family honours is the family's rule (else 400 naming ``settings.<name>``)."""
@@ -175,11 +185,7 @@ class OperationCreateSerializer(StrictSerializer):
         return value
 
     def validate_replies(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        errors = sorted(_REPLIES.iter_errors(value), key=lambda e: list(e.absolute_path))
-        if errors:
-            where = "/".join(str(p) for p in errors[0].absolute_path)
-            raise serializers.ValidationError(f"{where}: {errors[0].message}")
-        return value
+        return replies_check(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         replay = attrs["transport"] == Operation.Transport.REPLAY
@@ -223,12 +229,6 @@ class OperationSerializer(NullForBlank):
         allow_null=True,
         help_text="The agent profile revision it runs with; null when none.",
     )
-    parent = serializers.SlugRelatedField(
-        slug_field="public_id",
-        read_only=True,
-        allow_null=True,
-        help_text="The ended operation this one follows up; null when none.",
-    )
     counters = serializers.SerializerMethodField()
     ended = serializers.SerializerMethodField(
         help_text="The operation reached a final state: nothing more will happen to it."
@@ -242,6 +242,12 @@ class OperationSerializer(NullForBlank):
     reason_code = serializers.SerializerMethodField(
         help_text="The machine-readable head of terminal_reason (docs/error-codes.md); null "
         "without a reason."
+    )
+    parent = serializers.SerializerMethodField(
+        help_text="The ended operation this one follows up (its ID), or null."
+    )
+    follow_ups = serializers.SerializerMethodField(
+        help_text="IDs of the operations started as follow-ups of this one, oldest first."
     )
 
     class Meta:
@@ -257,7 +263,6 @@ class OperationSerializer(NullForBlank):
             "transport",
             "stream",
             "agent",
-            "parent",
             "instructions",
             "messages",
             "input",
@@ -270,9 +275,18 @@ class OperationSerializer(NullForBlank):
             "terminal_reason",
             "reason_code",
             "metadata",
+            "parent",
+            "follow_ups",
             "created_at",
             "updated_at",
         ]
+
+    def get_parent(self, operation: Operation) -> str | None:
+        return operation.parent.public_id if operation.parent else None
+
+    def get_follow_ups(self, operation: Operation) -> list[str]:
+        follow_ups = sorted(operation.follow_ups.all(), key=lambda f: (f.created_at, f.pk))
+        return [follow_up.public_id for follow_up in follow_ups]
 
     def get_counters(self, operation: Operation) -> dict[str, Any]:
         return {
@@ -457,13 +471,78 @@ class ReasonSerializer(StrictSerializer):
 
 
 class ToolSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    description = serializers.CharField()
-    parameters = serializers.DictField()
-    schema_version = serializers.CharField()
-    risk = serializers.CharField()
-    timeout_ms = serializers.IntegerField()
-    approval = serializers.DictField()
+    """A registered tool as the key's tenant has it (a :class:`toolcalls.catalogue.Entry`):
+    the spec with the tenant's overrides applied, whether it is enabled, and the overrides."""
+
+    name = serializers.CharField(source="spec.name")
+    description = serializers.CharField(source="spec.description")
+    parameters = serializers.DictField(
+        source="spec.parameters", help_text="JSON Schema (Draft 2020-12) of the arguments."
+    )
+    schema_version = serializers.CharField(source="spec.schema_version")
+    risk = serializers.ChoiceField(source="spec.risk", choices=["read", "write", "irreversible"])
+    timeout_ms = serializers.IntegerField(source="spec.timeout_ms")
+    approval = serializers.SerializerMethodField(
+        help_text="The approval policy in force for this tenant (overrides applied)."
+    )
+    enabled = serializers.BooleanField(
+        help_text="The tenant may use it: operations may offer it and the model's calls of it run."
+    )
+    overrides = serializers.SerializerMethodField(
+        help_text="The tenant's overrides; each only ever stricter than the tool spec."
+    )
+
+    def get_approval(self, entry: Any) -> dict[str, str]:
+        return {"policy": entry.spec.approval.description, "revision": entry.spec.approval.revision}
+
+    def get_overrides(self, entry: Any) -> dict[str, Any]:
+        row = entry.row
+        return {
+            "max_calls": row.max_calls if row else None,
+            "approval": (row.approval or None) if row else None,
+            "approval_threshold": row.approval_threshold if row else None,
+        }
+
+
+class ToolSettingsSerializer(StrictSerializer):
+    """A tenant's settings of one tool (``PUT``: all of them; ``PATCH``: those given)."""
+
+    enabled = serializers.BooleanField()
+    max_calls = serializers.IntegerField(
+        min_value=1,
+        allow_null=True,
+        default=None,
+        help_text="Calls of this tool per operation (at most the server's limit of "
+        "max_calls_per_tool); null: the operation's max_calls_per_tool.",
+    )
+    approval = serializers.ChoiceField(
+        choices=["always", "threshold"],
+        allow_null=True,
+        default=None,
+        help_text="always: every call waits for a human; threshold: calls above "
+        "approval_threshold do (threshold policies only); null: as the tool spec says.",
+    )
+    approval_threshold = serializers.IntegerField(
+        min_value=0,
+        allow_null=True,
+        default=None,
+        help_text="With approval threshold: below the spec's own threshold, in its unit.",
+    )
+
+
+class FollowUpSerializer(StrictSerializer):
+    input = serializers.CharField(
+        max_length=100_000, trim_whitespace=False, help_text="The user's next message."
+    )
+    replies = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="The follow-up's scripted replies; with the replay transport only, as the "
+        "operation it follows.",
+    )
+
+    def validate_replies(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return replies_check(value)
 
 
 class FieldErrorsSerializer(serializers.Serializer):

@@ -35,7 +35,13 @@ urlpatterns = [
         views.OperationEventsView.as_view(),
         name="api-operation-events",
     ),
+    path(
+        "operations/<str:public_id>/messages",
+        views.OperationMessagesView.as_view(),
+        name="api-operation-messages",
+    ),
     path("tools", views.ToolsView.as_view(), name="api-tools"),
+    path("tools/<str:name>", views.ToolView.as_view(), name="api-tool"),
     path("agents", agents.AgentsView.as_view(), name="api-agents"),
     path("agents/<str:name>", agents.AgentDetailView.as_view(), name="api-agent"),
     path(

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.signing import BadSignature, Signer
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
@@ -31,11 +31,11 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from providers.families import ADAPTERS
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.actors import Actor
 from toolcalls.api import examples
 from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
-from toolcalls.api.errors import ApiError, field_refusal
+from toolcalls.api.errors import ApiError
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.models import ApiKey
 from toolcalls.api.serializers import (
@@ -43,13 +43,14 @@ from toolcalls.api.serializers import (
     ErrorSerializer,
     EventSerializer,
     ExtendSerializer,
+    FollowUpSerializer,
     OperationCreateSerializer,
     OperationSerializer,
     ReasonSerializer,
     ToolSerializer,
+    ToolSettingsSerializer,
     TurnSerializer,
 )
-from toolcalls.errors import CallgateError
 from toolcalls.models import (
     AgentRevision,
     AuditEvent,
@@ -59,11 +60,17 @@ from toolcalls.models import (
     ToolCall,
 )
 from toolcalls.services.agents import agent_revision_get
+from toolcalls.services.catalogue import CatalogueError, tenant_tool_set
 from toolcalls.services.escalations import operation_extend, operation_stop
-from toolcalls.services.operations import operation_cancel, operation_start
+from toolcalls.services.operations import (
+    operation_cancel,
+    operation_follow_up,
+    operation_start,
+)
 from toolcalls.states import OperationState
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
+TOOLS_WRITE = "tools:write"
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429)}
 
 
@@ -154,8 +161,16 @@ class ApiView(StrictView):
         return dict(body.validated_data)
 
     def operations(self) -> QuerySet[Operation]:
-        """The caller's tenant's operations (others' are 404, never 403)."""
-        return Operation.objects.filter(tenant=self.key().tenant).defer("conversation")
+        """The caller's tenant's operations (others' are 404, never 403), with the IDs of
+        their parent and follow-ups, and their agent revision, at hand."""
+        follow_ups = Operation.objects.only("public_id", "parent_id", "created_at")
+        return (
+            Operation.objects.filter(tenant=self.key().tenant)
+            .defer("conversation")
+            .select_related("parent", "agent_revision__profile")
+            .defer("parent__conversation")
+            .prefetch_related(Prefetch("follow_ups", queryset=follow_ups))
+        )
 
     def operation(self, public_id: str) -> Operation:
         return get_object_or_404(self.operations(), public_id=public_id)
@@ -341,7 +356,7 @@ class OperationsView(ApiListView):
     )
 
     def get_queryset(self) -> QuerySet[Operation]:
-        rows = shown(self.operations())
+        rows = self.operations().select_related("tenant")
         params = self.request.query_params
         if state := choice(params, "state", OperationState.values):
             rows = rows.filter(state=state)
@@ -399,35 +414,34 @@ class OperationsView(ApiListView):
         budgets (docs/api.md)."""
         data = self.validated(OperationCreateSerializer)
         key = self.key()
-        try:
-            agent = (
-                agent_revision_get(tenant=key.tenant, reference=data["agent"])
-                if "agent" in data
-                else None
-            )
-            operation = operation_start(
-                tenant=key.tenant,
-                requested_by=key.service_user,
-                subject_ref=data["subject_ref"],
-                family=data.get("family", ""),
-                model=data.get("model", ""),
-                input_text=data["input"],
-                agent=agent,
-                tool_names=data.get("tools"),
-                replay_script=self._script(data, agent),
-                transport=data["transport"],
-                stream=data.get("stream"),
-                budgets=data.get("budgets"),
-                metadata=data.get("metadata"),
-                messages=data.get("messages"),
-                settings=data.get("settings"),
-                actor=self.actor(),
-                **({"instructions": data["instructions"]} if "instructions" in data else {}),
-            )
-        except CallgateError as exc:
-            raise field_refusal(exc) from None
+        agent = (
+            agent_revision_get(tenant=key.tenant, reference=data["agent"])
+            if "agent" in data
+            else None
+        )
+        operation = operation_start(
+            tenant=key.tenant,
+            requested_by=key.service_user,
+            subject_ref=data["subject_ref"],
+            family=data.get("family", ""),
+            model=data.get("model", ""),
+            input_text=data["input"],
+            agent=agent,
+            tool_names=data.get("tools"),
+            replay_script=self._script(data, agent),
+            transport=data["transport"],
+            stream=data.get("stream"),
+            budgets=data.get("budgets"),
+            metadata=data.get("metadata"),
+            messages=data.get("messages"),
+            settings=data.get("settings"),
+            actor=self.actor(),
+            **({"instructions": data["instructions"]} if "instructions" in data else {}),
+        )
         return Response(
-            OperationSerializer(shown(self.operations()).get(pk=operation.pk)).data,
+            OperationSerializer(
+                self.operations().select_related("tenant").get(pk=operation.pk)
+            ).data,
             status=status.HTTP_201_CREATED,
         )
 
@@ -442,13 +456,6 @@ class OperationsView(ApiListView):
             model=agent.model if agent else data["model"],
             replies=data["replies"],
         )
-
-
-def shown(operations: QuerySet[Operation]) -> QuerySet[Operation]:
-    """``operations`` with what their representation reads: tenant, agent revision, parent."""
-    return operations.select_related("tenant", "agent_revision__profile", "parent").defer(
-        "parent__conversation"
-    )
 
 
 #: One ``metadata`` filter: ``key:value``, the key not empty and without a colon.
@@ -500,7 +507,9 @@ class OperationDetailView(ApiView):
 
     @extend_schema(summary="Retrieve an operation", responses={200: OperationSerializer, **ERRORS})
     def get(self, request: Request, public_id: str) -> Response:
-        operation = get_object_or_404(shown(self.operations()), public_id=public_id)
+        operation = get_object_or_404(
+            self.operations().select_related("tenant"), public_id=public_id
+        )
         return Response(OperationSerializer(operation).data)
 
 
@@ -580,6 +589,46 @@ class OperationStopView(ApiView):
         return Response(OperationSerializer(self.operation(public_id)).data)
 
 
+@extend_schema(tags=["operations"])
+class OperationMessagesView(ApiView):
+    """Follow up an ended operation (COMPLETED, REFUSED or INCOMPLETE) with the user's next
+    message: a new operation linked to it (``parent``), carrying its conversation, family,
+    model, instructions, settings and tools. The operation itself stays as it ended; any other
+    state is 409 ``not_followable``."""
+
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Follow up an ended operation",
+        request=FollowUpSerializer,
+        responses={201: OperationSerializer, **ERRORS},
+        parameters=[examples.IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str) -> Response:
+        parent = self.operation(public_id)
+        body = self.validated(FollowUpSerializer)
+        replay = parent.transport == Operation.Transport.REPLAY
+        if replay != bool(body.get("replies")):
+            message = "required when the operation used the replay transport, and only then"
+            raise ApiError(400, "invalid_request", message, {"replies": [message]})
+        script = None
+        if replay:  # saved by operation_follow_up, with the operation
+            name = f"api:{self.key().name}"
+            script = ReplayScript(
+                name=name, family=parent.family, model=parent.model, replies=body["replies"]
+            )
+        operation = operation_follow_up(
+            operation_pk=parent.pk,
+            requested_by=self.key().service_user,
+            input_text=body["input"],
+            replay_script=script,
+            actor=self.actor(),
+        )
+        created = OperationSerializer(self.operation(operation.public_id)).data
+        return Response(created, status=status.HTTP_201_CREATED)
+
+
 @extend_schema(tags=["operations"], responses={200: TurnSerializer(many=True), **ERRORS})
 class OperationTurnsView(ApiListView):
     """The operation's model turns, in order."""
@@ -624,32 +673,72 @@ class OperationEventsView(ApiListView):
 
 @extend_schema(tags=["tools"])
 class ToolsView(ApiView):
-    """The registry's tools: name, risk, description and argument schema."""
+    """The tools the key's tenant may use: its catalogue's enabled tools."""
 
     scopes = {"GET": (READ,)}
 
     @extend_schema(
-        summary="The tool catalogue", responses={200: ToolSerializer(many=True), **ERRORS}
+        summary="The tenant's tool catalogue", responses={200: ToolSerializer(many=True), **ERRORS}
     )
     def get(self, request: Request) -> Response:
-        tools = [registry.get(name) for name in registry.names()]
-        data = [
-            {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters": spec.parameters,
-                "schema_version": spec.schema_version,
-                "risk": spec.risk,
-                "timeout_ms": spec.timeout_ms,
-                "approval": {
-                    "policy": spec.approval.description,
-                    "revision": spec.approval.revision,
-                },
-            }
-            for spec in tools
-            if spec is not None
-        ]
-        return Response(ToolSerializer(data, many=True).data)
+        tenant = self.key().tenant
+        entries = [catalogue.entry(tenant, name) for name in catalogue.tool_names(tenant)]
+        return Response(ToolSerializer(entries, many=True).data)
+
+
+@extend_schema(tags=["tools"])
+class ToolView(ApiView):
+    """One registered tool as the key's tenant has it; ``PUT`` sets the tenant's settings of
+    it (enabled, overrides), ``PATCH`` those given. Overrides are only ever stricter than the
+    tool spec."""
+
+    scopes = {"GET": (READ,), "PUT": (TOOLS_WRITE,), "PATCH": (TOOLS_WRITE,)}
+
+    def entry(self, name: str) -> catalogue.Entry:
+        found = catalogue.entry(self.key().tenant, name)
+        if found is None:
+            raise ApiError(404, "not_found", f"No registered tool named {name!r}.")
+        return found
+
+    @extend_schema(summary="Retrieve a tool", responses={200: ToolSerializer, **ERRORS})
+    def get(self, request: Request, name: str) -> Response:
+        return Response(ToolSerializer(self.entry(name)).data)
+
+    @extend_schema(
+        summary="Set the tenant's settings of a tool",
+        request=ToolSettingsSerializer,
+        responses={200: ToolSerializer, **ERRORS},
+    )
+    def put(self, request: Request, name: str) -> Response:
+        return self.settings_set(name, partial=False)
+
+    @extend_schema(
+        summary="Change some of the tenant's settings of a tool",
+        request=ToolSettingsSerializer,
+        responses={200: ToolSerializer, **ERRORS},
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        return self.settings_set(name, partial=True)
+
+    def settings_set(self, name: str, *, partial: bool) -> Response:
+        row = self.entry(name).row
+        current = {
+            "enabled": row.enabled if row else False,
+            "max_calls": row.max_calls if row else None,
+            "approval": (row.approval or None) if row else None,
+            "approval_threshold": row.approval_threshold if row else None,
+        }
+        body = ToolSettingsSerializer(data=self.request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        values = {**current, **body.validated_data} if partial else dict(body.validated_data)
+        values["approval"] = values["approval"] or ""
+        tenant = self.key().tenant
+        try:
+            tenant_tool_set(tenant=tenant, tool_name=name, actor=self.actor(), **values)
+        except CatalogueError as exc:
+            field = exc.details.get("field", "body")
+            raise ApiError(400, "invalid_request", exc.message, {field: [exc.message]}) from None
+        return Response(ToolSerializer(catalogue.entry(tenant, name)).data)
 
 
 @extend_schema(tags=["health"], auth=[])

@@ -1,4 +1,5 @@
-"""Seed the demo: one tenant, three users, a few orders. Safe to run again (get-or-create)."""
+"""Seed the demo: one tenant with the refund tools in its catalogue, three users, a few orders.
+Safe to run again (get-or-create)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
+from toolcalls.actors import Actor
 from toolcalls.demo.models import Order
 from toolcalls.models import Tenant
+from toolcalls.services.catalogue import tenant_tools_enable
 
 TENANT_SLUG = "acme"
 CUSTOMER_REF = "cus_1001"
+#: The refund shop's tools, enabled in the demo tenant's catalogue.
+DEMO_TOOLS = ("get_order", "create_refund_draft", "submit_refund")
 
 #: username → (groups, dev password). Dev-only credentials for the embedded demo.
 USERS = {
@@ -50,8 +55,8 @@ class DemoSeed:
 
 
 def demo_seed() -> DemoSeed:
-    """Create (or find) the demo tenant, groups, users and orders; returns the dev passwords of
-    users created by this call or earlier seeds."""
+    """Create (or find) the demo tenant (with :data:`DEMO_TOOLS` enabled), groups, users and
+    orders; returns the dev passwords of users created by this call or earlier seeds."""
     with transaction.atomic():
         tenant, _ = Tenant.objects.get_or_create(
             slug=TENANT_SLUG, defaults={"name": "Acme Outfitters"}
@@ -65,6 +70,7 @@ def demo_seed() -> DemoSeed:
                 user.save(update_fields=["password"])
             user.groups.add(*(groups[name] for name in group_names))
             tenant.members.add(user)
+        tenant_tools_enable(tenant=tenant, tool_names=DEMO_TOOLS, actor=Actor.system("demo-seed"))
         for order_id, customer, description, total in ORDERS:
             Order.objects.get_or_create(
                 tenant_ref=TENANT_SLUG,

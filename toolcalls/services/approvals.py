@@ -182,8 +182,9 @@ def call_resume(*, call_pk: int) -> None:
 
     The tool's business precondition runs first, outside any lock (it may ask another system);
     then, under the claim's locks, the approval must still be APPROVED, decided before expiry,
-    with unchanged argument digest, schema version and policy revision, and the call must pass
-    the validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
+    with unchanged argument digest, schema version and policy revision (a tenant's approval
+    override is part of it), the tool still enabled for the tenant, and the call must pass the
+    validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
     chain's own code) and nothing runs.
     """
     call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
@@ -209,6 +210,8 @@ def _still_approved(
     if operation.deadline_at and timezone.now() >= operation.deadline_at:
         message = "The task's deadline passed before this call could run; it did not run."
         return ErrorCode.APPROVAL_EXPIRED, message
+    if not catalogue.enabled(operation, call.tool_name):
+        return stale, "The tool was disabled after approval was requested; it did not run."
     arguments = arguments_normalize(
         arguments=call.arguments, arguments_error=call.arguments is None, raw_arguments=None
     )

@@ -112,7 +112,8 @@ def _guarded(
     before parking or running: DESIGN.md §5). A tripped budget or a repeat-of-a-repeat also
     marks the operation to escalate once this call set has its results. ``earlier``: calls per
     tool before this reply (a tool never called before cannot be repeated)."""
-    budget = guards.call_budget_problem(operation, call.tool_name)
+    tool_limit = verdict.spec.max_calls if verdict.spec else None
+    budget = guards.call_budget_problem(operation, call.tool_name, tool_limit=tool_limit)
     operation.tool_call_count += 1
     per_tool = operation.calls_per_tool
     per_tool[call.tool_name] = int(per_tool.get(call.tool_name, 0)) + 1

@@ -1,4 +1,4 @@
-"""Start and cancel operations."""
+"""Start, follow up and cancel operations."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from providers.base import Message, ModelSettings, ProviderAdapter, UnsupportedSetting
+from providers.base import (
+    Message,
+    ModelSettings,
+    Outcome,
+    ProviderAdapter,
+    UnsupportedSetting,
+    WireReply,
+)
 from providers.families import get_adapter
 from toolcalls import catalogue
 from toolcalls.actors import Actor
@@ -78,12 +85,35 @@ def operation_start(
     agent = options.get("agent")
     if agent is not None:
         family, model, options = with_agent(agent, family=family, model=model, options=options)
+    operation = _operation(
+        tenant=tenant,
+        requested_by=requested_by,
+        subject_ref=subject_ref,
+        family=family,
+        model=model,
+        input_text=input_text,
+        options=options,
+    )
+    return _created(operation, options.get("actor") or Actor.user(requested_by))
+
+
+def _operation(
+    *,
+    tenant: Tenant,
+    requested_by: User,
+    subject_ref: str,
+    family: str,
+    model: str,
+    input_text: str,
+    options: StartOptions,
+) -> Operation:
+    """The unsaved operation :func:`operation_start` asks for, every input checked."""
     adapter = family_adapter(family)
     names = tool_names_check(tenant, options.get("tool_names"))
     effective = budgets_check(options.get("budgets"))
     transport, script = _transport(options, adapter.provider)
     stream = options.get("stream")
-    operation = Operation(
+    return Operation(
         tenant=tenant,
         requested_by=requested_by,
         subject_ref=subject_ref,
@@ -92,14 +122,13 @@ def operation_start(
         transport=transport,
         stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
         replay_script=script,
-        agent_revision=agent,
+        agent_revision=options.get("agent"),
         tool_names=names,
         budgets=effective,
         metadata=dict(options.get("metadata") or {}),
         deadline_at=timezone.now() + timedelta(seconds=effective["deadline_s"]),
         **_request(adapter, input_text, options, names),
     )
-    return _created(operation, options.get("actor") or Actor.user(requested_by))
 
 
 def with_agent(
@@ -224,15 +253,18 @@ def _transport(options: StartOptions, provider: str) -> tuple[str, ReplayScript 
 
 
 def _created(operation: Operation, actor: Actor) -> Operation:
-    """Save the new operation (and its unsaved replay script), audit it and wake a worker for
-    its first turn."""
+    """Save the new operation (and its unsaved replay script), audit it (and, for a follow-up,
+    its parent) and wake a worker for its first turn."""
     with transaction.atomic(durable=True):
+        if operation.parent is not None:
+            _followed_up(operation, actor)
         script = operation.replay_script
         if script is not None and script._state.adding:
             script.save()
             operation.replay_script = script
         operation.save(force_insert=True)
         step = Step(operation)
+        parent = {"parent": operation.parent.public_id} if operation.parent else {}
         step.audit(
             kind=AuditKind.OPERATION_CREATED,
             actor=actor,
@@ -247,11 +279,106 @@ def _created(operation: Operation, actor: Actor) -> Operation:
                 "tools": operation.tool_names,
                 "transport": operation.transport,
                 "budgets": operation.budgets,
+                **parent,
             },
         )
         enqueue_turn(step, operation_pk=operation.pk)
         step.flush()
     return operation
+
+
+def _followed_up(operation: Operation, actor: Actor) -> None:
+    """On the parent of ``operation`` (locked; its state and result stay as they are): an audit
+    event naming its new follow-up."""
+    assert operation.parent is not None
+    parent = Operation.objects.select_for_update(of=("self",)).get(pk=operation.parent.pk)
+    step = Step(parent)
+    followed = {"follow_up": operation.public_id}
+    step.audit(kind=AuditKind.OPERATION_FOLLOWED_UP, actor=actor, details=followed)
+    step.flush()
+
+
+#: The states a follow-up may start from: the model had its say.
+FOLLOWABLE = (OperationState.COMPLETED, OperationState.REFUSED, OperationState.INCOMPLETE)
+
+
+def operation_follow_up(
+    *,
+    operation_pk: int,
+    requested_by: User,
+    input_text: str,
+    replay_script: ReplayScript | None = None,
+    actor: Actor | None = None,
+) -> Operation:
+    """Start a follow-up of ended operation ``operation_pk`` (:data:`FOLLOWABLE`): a new
+    PENDING operation with it as ``parent``, configured as it is (:func:`_follow_up_options`),
+    its conversation going on with ``input_text`` (:func:`_follow_up_conversation`);
+    ``replay_script``: its replies (replay transport). The parent stays as it ended; an audit
+    event on each names the other. Effects already done are answered from their idempotency
+    records. Raises ``Operation.DoesNotExist`` and :class:`OperationError`: ``not_followable``
+    (``details.state``) and :func:`operation_start`'s codes (``unknown_tool``: a tool disabled
+    since)."""
+    parent = Operation.objects.select_related("tenant").get(pk=operation_pk)
+    if parent.state not in FOLLOWABLE:  # terminal states never change: no lock needed to see it
+        message = f"only an operation that ended with an answer can be followed up ({parent.state})"
+        raise OperationError("not_followable", message, details={"state": parent.state})
+    operation = _operation(
+        tenant=parent.tenant,
+        requested_by=requested_by,
+        subject_ref=parent.subject_ref,
+        family=parent.family,
+        model=parent.model,
+        input_text=input_text,
+        options=_follow_up_options(parent, replay_script),
+    )
+    operation.parent = parent
+    operation.agent_revision = parent.agent_revision  # its approval overrides go on too
+    operation.conversation = _follow_up_conversation(parent, input_text)
+    return _created(operation, actor or Actor.user(requested_by))
+
+
+def _follow_up_options(parent: Operation, replay_script: ReplayScript | None) -> StartOptions:
+    """The parent's transport, stream, tools, budgets, instructions, settings and metadata;
+    as earlier messages, the parent's, its input and its final text."""
+    answer = [{"role": "assistant", "text": parent.final_text}] if parent.final_text else []
+    return {
+        "tool_names": parent.tool_names,
+        "replay_script": replay_script,
+        "transport": parent.transport,
+        "stream": parent.stream,
+        "budgets": parent.budgets,
+        "instructions": parent.instructions,
+        "messages": [*parent.messages, {"role": "user", "text": parent.input_text}, *answer],
+        "settings": parent.settings,
+        "metadata": parent.metadata,
+    }
+
+
+def _follow_up_conversation(parent: Operation, input_text: str) -> list[Any]:
+    """The parent's conversation, its last reply and the new user message, provider-native.
+
+    A completed or refused reply goes back as the provider sent it (reasoning items, thought
+    signatures and all, as the family needs them); a truncated one as its text alone, if any,
+    since a cut-off call must never reach the model as a call."""
+    adapter = get_adapter(parent.family)
+    last = (
+        parent.turns.filter(outcome__in=_ENDINGS)
+        .order_by("-index")
+        .only("outcome", "reply", "text")
+    )
+    turn = last.first()
+    reply: list[Any] = []
+    earlier: list[Message] = []
+    if turn is not None and turn.reply is not None and turn.outcome != Outcome.TRUNCATED:
+        parsed = adapter.parse_reply(WireReply.from_case(turn.reply))
+        reply = adapter.append_reply(conversation=[], reply=parsed)
+    elif turn is not None and turn.text:
+        earlier = [Message(role="assistant", text=turn.text)]
+    opening = adapter.start_conversation(user_input=input_text, messages=earlier)
+    return [*parent.conversation, *reply, *opening]
+
+
+_ENDINGS = (Outcome.FINAL_TEXT, Outcome.REFUSAL, Outcome.TRUNCATED)
 
 
 def operation_cancel(*, operation_pk: int, actor: Actor, reason: str) -> Operation:

@@ -1,6 +1,7 @@
 """The validation chain every call passes before it may run: at dispatch and again at resume.
 
-Order (DESIGN.md §5): registry (the name must resolve and be offered to this operation) →
+Order (DESIGN.md §5): catalogue (the name must resolve, be offered to this operation and still
+be enabled for its tenant) →
 strict arguments → JSON Schema → authorization (:mod:`toolcalls.services.authorization`) →
 approval policy. Pure reads; no writes.
 """
@@ -89,12 +90,14 @@ class Verdict:
 
 def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) -> Verdict:
     """Run the chain for one call of ``operation``. Never raises for bad model input."""
-    spec = catalogue.tool_spec(operation, tool_name) if tool_name in operation.tool_names else None
+    offered = tool_name in operation.tool_names and catalogue.enabled(operation, tool_name)
+    spec = catalogue.tool_spec(operation, tool_name) if offered else None
     if spec is None:
+        available = [d.name for d in catalogue.declarations(operation)]
         return Verdict(
             error_code=ErrorCode.UNKNOWN_TOOL,
             error_message=f"There is no tool named {tool_name!r}. Available tools: "
-            + ", ".join(operation.tool_names),
+            + ", ".join(available),
         )
     if arguments.value is None:
         return Verdict(
