@@ -41,7 +41,7 @@ class ApprovalRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     schema_version = models.CharField(max_length=80)
-    policy_revision = models.CharField(max_length=80)
+    policy_revision = models.CharField(max_length=200)
     reason = models.CharField(max_length=500, help_text="Why the policy asks for approval.")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"

@@ -38,7 +38,7 @@ def operation_get(*, user: User, public_id: str) -> Operation:
     follow_ups = Operation.objects.only("public_id", "state", "parent_id").order_by("created_at")
     return (
         operations_visible(user=user)
-        .select_related("tenant", "requested_by", "parent")
+        .select_related("tenant", "requested_by", "agent_revision__profile", "parent")
         .defer("conversation", "parent__conversation")
         .prefetch_related(
             Prefetch("turns", queryset=turns),
