@@ -32,6 +32,7 @@ from toolcalls.api.auth import api_key_create
 from toolcalls.api.views import cursor_sign
 from toolcalls.demo.models import Order
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
+from toolcalls.keyset import cursor_after
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
 from toolcalls.services import execution, turns
 from toolcalls.services.operations import operation_start
@@ -418,7 +419,7 @@ def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     middle = pending.order_by("expires_at", "pk")[pending.count() // 2]
     console = Client(SERVER_NAME="localhost")
     console.force_login(world.operator)
-    deep = urlencode({"after": selectors._cursor(middle)})
+    deep = urlencode({"after": cursor_after(middle, selectors.QUEUE_SORTS["expiry"])})
     console_pages = ["/console/approvals/", f"/console/approvals/?{deep}"]
     _key, token = api_key_create(tenant=world.tenant, name="bench", scopes=["operations:read"])
     api = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
