@@ -45,7 +45,9 @@ class ApprovalRequest(models.Model):
         null=True, blank=True, help_text="The money amount, when the tool names one."
     )
     summary = models.JSONField(
-        default=dict, blank=True, help_text="What the call means to people (the tool's summary)."
+        default=list,
+        blank=True,
+        help_text="What the call means to people: the tool's summary as [field, value] pairs.",
     )
     original_arguments = models.TextField(
         blank=True, help_text="The model's arguments when an operator edited them."

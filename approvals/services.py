@@ -125,14 +125,15 @@ def _amount(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> int | None:
 
 def _summary(
     spec: ToolSpec, operation: Operation, call: ToolCall, arguments: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The tool's summary of the call for people (``ToolSpec.summary``), ``{}`` without one."""
+) -> list[list[Any]]:
+    """The tool's summary of the call for people (``ToolSpec.summary``) as ``[field, value]``
+    pairs in the tool's order (a JSON object would not keep it), ``[]`` without one."""
     if spec.summary is None or arguments is None:
-        return {}
+        return []
     try:
-        return dict(spec.summary(tool_context(operation, call), arguments))
+        return [[k, v] for k, v in spec.summary(tool_context(operation, call), arguments).items()]
     except ToolError:
-        return {}
+        return []
 
 
 def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError | None:

@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approvalrequest',
             name='summary',
-            field=models.JSONField(blank=True, default=dict, help_text="What the call means to people (the tool's summary)."),
+            field=models.JSONField(blank=True, default=list, help_text='What the call means to people: the tool\'s summary as [field, value] pairs.'),
         ),
         migrations.AddIndex(
             model_name='approvalrequest',

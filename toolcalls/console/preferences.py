@@ -21,7 +21,7 @@ def viewer_timezone(*, request: HttpRequest) -> str:
 
 
 def _remember(request: HttpRequest, user_pk: int | None) -> str:
-    found = ConsoleSettings.objects.filter(user_id=user_pk).first()
+    found = ConsoleSettings.objects.filter(pk=user_pk).first()
     name = found.timezone if found else "UTC"
     request.session[SESSION_KEY] = name
     return name

@@ -64,16 +64,26 @@ def _money(value: Any, currency: str) -> str:
 
 @register.filter
 def summary_items(summary: Any) -> list[tuple[str, str]]:
-    """A tool's summary or dry run (field → value) as (label, text) pairs for people: amounts
-    in cents (``*_cents``) shown in the mapping's ``currency``, which is not listed itself."""
-    if not isinstance(summary, dict):
-        return []
-    currency = str(summary.get("currency", ""))
+    """A tool's summary (``[field, value]`` pairs), dry run or result (field → value) as
+    (label, text) pairs for people: amounts in cents (``*_cents``) shown in the ``currency``
+    field's currency, which is not listed itself."""
+    pairs = _pairs(summary)
+    currency = str(dict(pairs).get("currency", ""))
     return [
         (field_label(name), _money(value, currency) if name.endswith("_cents") else str(value))
-        for name, value in summary.items()
+        for name, value in pairs
         if name != "currency"
     ]
+
+
+def _pairs(summary: Any) -> list[tuple[str, Any]]:
+    if isinstance(summary, dict):
+        return list(summary.items())
+    if isinstance(summary, list):
+        return [
+            (str(pair[0]), pair[1]) for pair in summary if isinstance(pair, list) and len(pair) == 2
+        ]
+    return []
 
 
 @register.filter
@@ -81,7 +91,7 @@ def amount(approval: Any) -> str:
     """An approval's amount with its currency when its summary names one ("—" without)."""
     if approval.amount_cents is None:
         return "—"
-    return _money(approval.amount_cents, str(approval.summary.get("currency", "")))
+    return _money(approval.amount_cents, str(dict(_pairs(approval.summary)).get("currency", "")))
 
 
 @register.filter
