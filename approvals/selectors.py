@@ -135,6 +135,10 @@ def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) 
     return rows.order_by(*ordering).values_list("public_id", flat=True).first()
 
 
+#: The decisions history's order: the latest decision first.
+DECIDED_ORDER = (Key("decided_at", descending=True), Key("pk", descending=True))
+
+
 @dataclass(frozen=True)
 class DecisionFilters:
     """Filters of the decisions history; empty values filter nothing."""
@@ -166,8 +170,7 @@ def approvals_decided(
         rows = rows.filter(tool_name=filters.tool)
     if filters.decided_by:
         rows = rows.filter(decided_by__username=filters.decided_by)
-    keys = (Key("decided_at", descending=True), Key("pk", descending=True))
-    return keyset_page(rows, keys=keys, cursor=cursor, size=size)
+    return keyset_page(rows, keys=DECIDED_ORDER, cursor=cursor, size=size)
 
 
 def approval_get(*, user: User, public_id: str) -> ApprovalRequest:
@@ -246,3 +249,13 @@ def operation_approvals(*, operation: Operation) -> list[ApprovalRequest]:
         .select_related("decided_by")
         .order_by("created_at", "pk")
     )
+
+
+def approvals_currency(*, approvals: list[ApprovalRequest]) -> str:
+    """The currency the tools' summaries of ``approvals`` name ("" when none does): the
+    console shows an operation's other amounts in cents in it."""
+    for approval in approvals:
+        for pair in approval.summary:
+            if isinstance(pair, list) and len(pair) == 2 and pair[0] == "currency":
+                return str(pair[1])
+    return ""

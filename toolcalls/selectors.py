@@ -100,6 +100,8 @@ class OperationFilters:
     created_to: datetime | None = None
 
 
+#: The operations list's order (and the search's): the newest first.
+NEWEST_FIRST = (Key("created_at", descending=True), Key("pk", descending=True))
 #: Operations per page of the list.
 OPERATIONS_PAGE_SIZE = 50
 
@@ -123,8 +125,7 @@ def operations_list(
         rows = rows.filter(created_at__gte=filters.created_from)
     if filters.created_to:
         rows = rows.filter(created_at__lt=filters.created_to)
-    keys = (Key("created_at", descending=True), Key("pk", descending=True))
-    return keyset_page(rows, keys=keys, cursor=cursor, size=OPERATIONS_PAGE_SIZE)
+    return keyset_page(rows, keys=NEWEST_FIRST, cursor=cursor, size=OPERATIONS_PAGE_SIZE)
 
 
 _LISTED = (

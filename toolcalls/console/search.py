@@ -16,9 +16,9 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import user_tenant_ids
 from toolcalls import catalogue
 from toolcalls.console.models import SearchKey
-from toolcalls.keyset import Key, Page, keyset_page
+from toolcalls.keyset import Page, keyset_page
 from toolcalls.models import AuditEvent, IdempotencyRecord, ModelTurn, Operation, ToolCall
-from toolcalls.selectors import operations_visible
+from toolcalls.selectors import NEWEST_FIRST
 from toolcalls.states import AuditKind, CallState
 
 #: Operations one search collects at most, over every kind of match; the page says "N+" beyond.
@@ -83,15 +83,14 @@ def operation_search(*, user: User, query: str, cursor: str | None = None) -> Se
     identifiers match by prefix in any case. Each lookup uses an index; nothing is scanned.
     """
     query = query.strip()
-    found = _matches(query, user_tenant_ids(user=user)) if query else {}
+    tenants = user_tenant_ids(user=user) if query else []
+    found = _matches(query, tenants) if query else {}
     operations = (
-        operations_visible(user=user)
-        .filter(pk__in=found)
+        Operation.objects.filter(tenant_id__in=tenants, pk__in=found)
         .select_related("tenant")
         .defer("conversation")
     )
-    keys = (Key("created_at", descending=True), Key("pk", descending=True))
-    page = keyset_page(operations, keys=keys, cursor=cursor, size=SEARCH_PAGE_SIZE)
+    page = keyset_page(operations, keys=NEWEST_FIRST, cursor=cursor, size=SEARCH_PAGE_SIZE)
     return SearchResults(
         page=page, matched=found, count=len(found), capped=len(found) >= SEARCH_CAP
     )

@@ -10,7 +10,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals.selectors import operation_approvals
+from approvals.selectors import approvals_currency, operation_approvals
 from toolcalls import registry, selectors
 from toolcalls.actors import Actor
 from toolcalls.console.diagram import operation_diagram
@@ -48,10 +48,12 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
     timeline = list(selectors.operation_timeline(operation=operation))
     turns = selectors.operation_turns_with_cost(operation=operation)
     path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
+    approvals = operation_approvals(operation=operation)
     context = {
         "operation": operation,
         "outcome": selectors.operation_outcome(operation=operation, turns=turns),
-        "approvals": operation_approvals(operation=operation),
+        "approvals": approvals,
+        "currency": approvals_currency(approvals=approvals),
         "turns": turns,
         "timeline": timeline,
         "diagram": operation_diagram(transitions=path, current=operation.state),

@@ -63,12 +63,14 @@ def _money(value: Any, currency: str) -> str:
 
 
 @register.filter
-def summary_items(summary: Any) -> list[tuple[str, str]]:
-    """A tool's summary (``[field, value]`` pairs), dry run or result (field → value) as
-    (label, text) pairs for people: amounts in cents (``*_cents``) shown in the ``currency``
-    field's currency, which is not listed itself."""
+def summary_items(summary: Any, currency: str = "") -> list[tuple[str, str]]:
+    """A tool's summary (``[field, value]`` pairs, in the tool's order), dry run, arguments or
+    result (field → value: identifiers first, then amounts, then the rest, as JSON objects
+    stored by PostgreSQL lose their order) as (label, text) pairs for people. Amounts in cents
+    (``*_cents``) are shown in the ``currency`` field's currency, which is not listed itself,
+    or else in ``currency``."""
     pairs = _pairs(summary)
-    currency = str(dict(pairs).get("currency", ""))
+    currency = str(dict(pairs).get("currency", currency))
     return [
         (field_label(name), _money(value, currency) if name.endswith("_cents") else str(value))
         for name, value in pairs
@@ -76,13 +78,15 @@ def summary_items(summary: Any) -> list[tuple[str, str]]:
     ]
 
 
+def _rank(name: str) -> int:
+    return 0 if name.endswith("_id") else 1 if name.endswith("_cents") else 2
+
+
 def _pairs(summary: Any) -> list[tuple[str, Any]]:
     if isinstance(summary, dict):
-        return list(summary.items())
+        return sorted(summary.items(), key=lambda item: (_rank(item[0]), item[0]))
     if isinstance(summary, list):
-        return [
-            (str(pair[0]), pair[1]) for pair in summary if isinstance(pair, list) and len(pair) == 2
-        ]
+        return [(str(p[0]), p[1]) for p in summary if isinstance(p, list) and len(p) == 2]
     return []
 
 
