@@ -152,3 +152,29 @@ class DecisionFilterForm(forms.Form):
             tool=data.get("tool", ""),
             decided_by=data.get("decided_by", "").strip(),
         )
+
+
+class BulkDecisionForm(forms.Form):
+    """Approve or deny the approvals ticked in the queue (public IDs), with one reason."""
+
+    approval = forms.MultipleChoiceField(required=True)
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+    reason = forms.CharField(required=False, max_length=1000)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["approval"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        # Any ID is accepted here; the view keeps those of the user's tenants.
+        given = self.data.getlist("approval") if hasattr(self.data, "getlist") else []
+        field.choices = [(value, value) for value in given]
+
+    def clean_approval(self) -> list[str]:
+        values: list[str] = self.cleaned_data["approval"]
+        if len(values) > MAX_BULK:
+            raise forms.ValidationError(f"Decide at most {MAX_BULK} approvals at once.")
+        return values
+
+
+#: Approvals one bulk decision takes at most (a queue page).
+MAX_BULK = 50

@@ -38,7 +38,13 @@ from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
 from toolcalls.states import AuditKind
 
-__all__ = ["DECIDE_PERMISSION", "ApprovalError", "approval_decide", "approvals_expire_due"]
+__all__ = [
+    "DECIDE_PERMISSION",
+    "ApprovalError",
+    "approval_decide",
+    "approvals_decide_each",
+    "approvals_expire_due",
+]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
@@ -198,6 +204,24 @@ def approval_decide(
         expiry = approval.decidable_until
         raise ApprovalError("expired", f"This approval expired at {expiry:%Y-%m-%d %H:%M:%S} UTC.")
     return approval
+
+
+def approvals_decide_each(
+    *, approval_pks: list[int], actor: User, approve: bool, reason: str = ""
+) -> list[ApprovalError | None]:
+    """Approve or deny several approvals, each exactly as :func:`approval_decide` does (its own
+    transaction, row locks, every revalidation, its audit events): one refused never stops the
+    others. Returns, in order, ``None`` for each decided and the :class:`ApprovalError` for each
+    refused (already decided, expired, superseded, self-approval, no reason for a denial …)."""
+    results: list[ApprovalError | None] = []
+    for approval_pk in approval_pks:
+        try:
+            approval_decide(approval_pk=approval_pk, actor=actor, approve=approve, reason=reason)
+        except ApprovalError as exc:
+            results.append(exc)
+        else:
+            results.append(None)
+    return results
 
 
 def _locked(step: Step, approval_pk: int) -> ApprovalRequest:

@@ -11,16 +11,22 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals import selectors
-from approvals.forms import DecisionFilterForm, DecisionForm, QueueFilterForm
+from approvals.forms import BulkDecisionForm, DecisionFilterForm, DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
-from approvals.services import ApprovalError, approval_decide, decision_refusal
+from approvals.services import (
+    ApprovalError,
+    approval_decide,
+    approvals_decide_each,
+    decision_refusal,
+)
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.models import Tenant
+from toolcalls.storage import storable
 
 DECISIONS = ("approve", "deny")
 
@@ -102,6 +108,14 @@ def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     return render(request, "approvals/detail.html", context)
 
 
+def _dry_run_refusal(approval: ApprovalRequest) -> str | None:
+    """Why approving cannot have its effect, by the tool's dry run, or ``None``."""
+    preview = _preview(approval)
+    if preview and preview.get("error"):
+        return f"The dry run says approving cannot work: {preview['error']}"
+    return None
+
+
 #: Refusals that mean someone or something else settled the approval first: the decide page
 #: says so and keeps what the operator typed.
 _STALE = frozenset({"already_decided", "superseded", "expired"})
@@ -120,10 +134,9 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         decision=decision,
         arguments=_pretty(approval.canonical_arguments),
     )
-    blocker = _blocker(request, approval)
-    preview = _preview(approval) if decision == "approve" else None
-    if not blocker and preview and preview.get("error"):
-        blocker = f"The dry run says approving cannot work: {preview['error']}"
+    blocker = _blocker(request, approval) or (
+        _dry_run_refusal(approval) if decision == "approve" else None
+    )
     if blocker and not posted:  # the detail page says why
         return redirect("approvals:detail", public_id=public_id)
     if blocker:
@@ -175,3 +188,35 @@ def _decided(
         messages.info(request, "That was the last approval you can decide in this queue.")
         return redirect(reverse("approvals:queue") + query)
     return redirect(reverse("approvals:detail", args=[following]) + query)
+
+
+@login_required
+@require_POST
+def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Approve or deny the approvals ticked in the queue, each decided on its own with every
+    check a single decision has (the dry run included for approvals); the page reports each
+    result. IDs outside the user's tenants are ignored."""
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Tick at least one approval (at most 50) and choose a decision.")
+        return redirect("approvals:queue")
+    approve = form.cleaned_data["decision"] == "approve"
+    ids = [value for value in form.cleaned_data["approval"] if storable(value) == value]
+    approvals = list(
+        selectors.approvals_visible(user=request.user)
+        .filter(public_id__in=ids)
+        .select_related("operation__tenant", "call")
+        .order_by("expires_at", "pk")
+    )
+    refused = {a.pk: _dry_run_refusal(a) for a in approvals} if approve else {}
+    runnable = [a for a in approvals if not refused.get(a.pk)]
+    results = approvals_decide_each(
+        approval_pks=[a.pk for a in runnable],
+        actor=request.user,
+        approve=approve,
+        reason=form.cleaned_data["reason"],
+    )
+    outcome = {a.pk: exc.message if exc else None for a, exc in zip(runnable, results, strict=True)}
+    report = [(a, refused.get(a.pk) or outcome.get(a.pk)) for a in approvals]
+    context = {"report": report, "decision": form.cleaned_data["decision"]}
+    return render(request, "approvals/bulk.html", context)

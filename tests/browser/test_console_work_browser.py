@@ -216,3 +216,17 @@ def test_support_finds_operations_by_customer_order_and_id_prefix(page: Page, de
     stamp = page.get_by_test_id("timeline").locator("time").first
     expect(stamp).to_contain_text("CET")
     expect(stamp).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+
+
+def test_bulk_deny_reports_each_approval(page: Page, demo: Any) -> None:
+    approvals = [start(demo, bundled_replies("refund_approve")).approvals.get() for _ in range(2)]
+    _log_in(page, "operator")
+    page.goto("/console/approvals/")
+    for approval in approvals:
+        page.get_by_label(f"Select {approval.public_id}").check()
+    page.get_by_label("Reason (needed to deny; sent to the model)").fill("Duplicate requests.")
+    page.get_by_role("button", name="Deny ticked").click()
+    report = page.get_by_test_id("bulk-report")
+    expect(report.locator("tbody tr")).to_have_count(2)
+    expect(report).to_contain_text("denied")
+    _check(page, "bulk-report")

@@ -274,3 +274,26 @@ def test_dates_follow_the_viewers_time_zone_with_utc_on_hover(demo) -> None:
     again = _client("support")  # a new session reads the setting back
     page = again.get(reverse("operations:detail", args=[operation.public_id])).content.decode()
     assert "JST" in page
+
+
+def test_bulk_decides_each_on_its_own_and_reports_each(demo) -> None:
+    fresh = start(demo, bundled_replies("refund_approve")).approvals.get()
+    stale = start(demo, bundled_replies("refund_approve")).approvals.get()
+    approval_decide(approval_pk=stale.pk, actor=operator(), approve=True)
+    elsewhere = ApprovalRequestFactory.create()  # another tenant's: ignored
+    client = _client("operator")
+    ticked = [fresh.public_id, stale.public_id, elsewhere.public_id, "apr_\u0000"]
+    denied_without_reason = client.post(
+        reverse("approvals:bulk"), {"approval": ticked, "decision": "deny"}
+    ).content.decode()
+    assert "A denial needs a reason" in denied_without_reason
+    response = client.post(
+        reverse("approvals:bulk"), {"approval": ticked, "decision": "deny", "reason": "Dup."}
+    )
+    report = response.content.decode()
+    assert response.status_code == 200
+    assert report.count('data-label="Approval"') == 2 and elsewhere.public_id not in report
+    assert "already APPROVED" in report and ">denied<" in report
+    fresh.refresh_from_db()
+    assert (fresh.state, fresh.decision_reason) == ("DENIED", "Dup.")
+    assert client.post(reverse("approvals:bulk"), {"decision": "deny"}).status_code == 302
