@@ -15,7 +15,7 @@ from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.diffs import arguments_diff
-from toolcalls.keyset import Key, Page, keyset_page
+from toolcalls.keyset import Key, Page, keyset_page, ordering
 from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
 from toolcalls.services.results import tool_context
@@ -131,8 +131,7 @@ def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) 
         .exclude(requested_by=user)
         .filter(expires_at__gt=timezone.now())
     )
-    ordering = [f"-{key.field}" if key.descending else key.field for key in keys]
-    return rows.order_by(*ordering).values_list("public_id", flat=True).first()
+    return rows.order_by(*ordering(keys)).values_list("public_id", flat=True).first()
 
 
 #: The decisions history's order: the latest decision first.

@@ -7,10 +7,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from django.core.exceptions import ValidationError
 from django.db.models import Model, Q, QuerySet
 
 M = TypeVar("M", bound=Model)
@@ -44,18 +46,27 @@ def keyset_page(
     """``size`` rows of ``rows`` ordered by ``keys`` (the last one unique, such as ``pk``),
     starting after ``cursor`` (from an earlier page; a damaged one starts from the first)."""
     position = _decode(cursor, len(keys)) if cursor else None
-    if position is not None:
-        # The first key's ``>=`` bounds the index scan; the OR alone would be a filter over every
-        # earlier row.
-        after = Q()
-        for index, key in enumerate(keys):
-            equal = {k.field: value for k, value in zip(keys[:index], position, strict=False)}
-            after |= Q(**equal) & key.after(position[index])
-        rows = rows.filter(keys[0].from_(position[0])).filter(after)
-    ordering = [f"-{key.field}" if key.descending else key.field for key in keys]
-    found = list(rows.order_by(*ordering)[: size + 1])
+    # Values of the wrong type for their keys are a damaged cursor too: the first page.
+    with suppress(ValueError, TypeError, ValidationError):
+        rows = _after(rows, keys, position) if position is not None else rows
+    found = list(rows.order_by(*ordering(keys))[: size + 1])
     more = len(found) > size
     return Page(found[:size], cursor_after(found[size - 1], keys) if more else None)
+
+
+def ordering(keys: Sequence[Key]) -> list[str]:
+    """``keys`` as ``order_by`` arguments."""
+    return [f"-{key.field}" if key.descending else key.field for key in keys]
+
+
+def _after(rows: QuerySet[M], keys: Sequence[Key], position: list[Any]) -> QuerySet[M]:
+    # The first key's ``>=`` bounds the index scan; the OR alone would be a filter over every
+    # earlier row.
+    after = Q()
+    for index, key in enumerate(keys):
+        equal = {k.field: value for k, value in zip(keys[:index], position, strict=False)}
+        after |= Q(**equal) & key.after(position[index])
+    return rows.filter(keys[0].from_(position[0])).filter(after)
 
 
 def cursor_after(row: Model, keys: Sequence[Key]) -> str:

@@ -96,6 +96,9 @@ def test_the_queue_marks_the_viewers_own_requests(demo) -> None:
     [
         {"after": "not-a-cursor"},
         {"after": "WyJ0IiwgMV0="},
+        {"after": "W1sidiIsICJhYmMiXSwgWyJ2IiwgIngiXV0="},  # [["v", "abc"], ["v", "x"]]
+        {"after": "W1sidCIsICIyMDI2LTAxLTAxVDAwOjAwOjAwIl0sIFsidiIsICJ4Il1d", "sort": "risk"},
+        {"after": "W1sidiIsIDFdLCBbInYiLCAyXV0=", "sort": "amount"},
         {"amount_min": "lots"},
         {"sort": "loudest"},
         {"amount_max": "-3"},
@@ -112,7 +115,13 @@ def test_bad_queue_input_filters_nothing(demo, query: Mapping[str, str]) -> None
 )
 @pytest.mark.parametrize(
     "query",
-    [{"after": "%%%"}, {"created_from": "yesterday"}, {"state": "NOPE"}, {"q": "x\u0000"}],
+    [
+        {"after": "%%%"},
+        {"after": "W1sidiIsICJhYmMiXSwgWyJ2IiwgIngiXV0="},
+        {"created_from": "yesterday"},
+        {"state": "NOPE"},
+        {"q": "x\u0000"},
+    ],
 )
 def test_bad_list_input_is_never_a_500(demo, path: str, query: Mapping[str, str]) -> None:
     assert _client("support").get(path, query).status_code == 200
