@@ -16,6 +16,7 @@ import redis
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Max, Min, Q
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -124,7 +125,9 @@ def broker_flush() -> None:
     redis.Redis.from_url(BROKER_URL).flushdb()
 
 
-def _lookup_operation(world: World, script: ReplayScript) -> Operation:
+def _lookup_operation(
+    world: World, script: ReplayScript, *, budgets: dict[str, int] | None = None
+) -> Operation:
     return operation_start(
         tenant=world.tenant,
         requested_by=world.requester,
@@ -134,6 +137,7 @@ def _lookup_operation(world: World, script: ReplayScript) -> Operation:
         input_text="Look these up, please.",
         tool_names=[TOOL],
         replay_script=script,
+        budgets=budgets,
     )
 
 
@@ -216,6 +220,50 @@ def baseline(world: World, sizes: Sizes) -> Figures:
         "baseline_turn_ms_p50": percentile(times, 50),
         "queries_per_turn": sum(counts) / len(counts),
     }
+
+
+# --- Storage per operation ---------------------------------------------------------------------
+
+#: Model turns per operation the storage phase runs, and the padding of each call's result
+#: (bytes): a long-running agent whose every tool returns a page of data.
+STORAGE_TURNS = (4, 16, 64)
+STORAGE_RESULT_BYTES = 5000
+_STORED_BYTES = """
+    select coalesce(sum(pg_column_size(t.request_frame) + pg_column_size(t.request_items)
+                        + coalesce(pg_column_size(t.reply), 0)), 0)
+         + (select coalesce(sum(coalesce(pg_column_size(c.arguments), 0)
+                              + coalesce(pg_column_size(c.model_result), 0)), 0)
+              from toolcalls_toolcall c where c.operation_id = %(pk)s)
+         + (select pg_column_size(o.conversation) from toolcalls_operation o where o.id = %(pk)s)
+      from toolcalls_modelturn t where t.operation_id = %(pk)s
+"""
+
+
+def storage(world: World) -> Figures:
+    """Bytes one operation stores for its model traffic, at each of :data:`STORAGE_TURNS`
+    turns, every call returning :data:`STORAGE_RESULT_BYTES` of padding: each turn's request
+    body and reply, each call's arguments and result, and the operation's conversation, as
+    PostgreSQL stores them (``pg_column_size``, after compression). Run in this process; the
+    work grows linearly with the turns, so should the bytes."""
+    figures: Figures = {}
+    for count in STORAGE_TURNS:
+        script = ReplayScript.objects.create(
+            name=f"bench storage {count} turns",
+            family=FAMILY,
+            model=MODEL,
+            replies=lookup_script(count, result_bytes=STORAGE_RESULT_BYTES),
+        )
+        limits = {"max_turns": count, "max_tool_calls": count, "max_calls_per_tool": count}
+        operation = _lookup_operation(world, script, budgets=limits)
+        _drive_in_process(operation, lambda run: run())
+        if _state(operation.pk) != OperationState.COMPLETED:
+            raise RuntimeError(f"{operation.public_id} ended {_state(operation.pk)}")
+        with connection.cursor() as cursor:
+            cursor.execute(_STORED_BYTES, {"pk": operation.pk})
+            figures[f"bytes_per_op_{count}"] = float(cursor.fetchone()[0])
+        say(f"storage: {count} turns store {figures[f'bytes_per_op_{count}']:,.0f} bytes")
+    broker_flush()
+    return figures
 
 
 # --- Through Celery: latency --------------------------------------------------------------------
@@ -371,7 +419,21 @@ def throughput_wait(pks: list[int], label: str, *, stall_s: float = 60) -> Figur
     assert first is not None and last is not None
     recorded = ModelTurn.objects.filter(operation_id__in=pks).count()
     elapsed_s = (last.created_at - first.created_at).total_seconds()
-    return {"turns": float(recorded), "turns_per_s": recorded / elapsed_s if elapsed_s else None}
+    spans = _spans_ms(events)
+    return {
+        "turns": float(recorded),
+        "turns_per_s": recorded / elapsed_s if elapsed_s else None,
+        "span_share_p99": (percentile(spans, 99) or 0) / (elapsed_s * 1000) if elapsed_s else None,
+    }
+
+
+def _spans_ms(events: Any) -> list[float]:
+    """Each operation's own span (ms): its first claim to its completion."""
+    spans = events.values("operation_id").annotate(
+        begun=Min("created_at", filter=Q(from_state=OperationState.PENDING)),
+        ended=Max("created_at", filter=Q(to_state=OperationState.COMPLETED)),
+    )
+    return [(row["ended"] - row["begun"]).total_seconds() * 1000 for row in spans]
 
 
 def _latest_event() -> int:

@@ -26,9 +26,11 @@ def _response(tag: str, *output: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def lookup_script(turns: int) -> list[dict[str, Any]]:
-    """``turns`` replies: ``turns - 1`` that each propose one ``bench_lookup`` call, then a final
-    answer. Every call has new arguments, so no loop guard trips."""
+def lookup_script(turns: int, *, result_bytes: int = 0) -> list[dict[str, Any]]:
+    """``turns`` replies: ``turns - 1`` that each propose one ``bench_lookup`` call (asking for
+    ``result_bytes`` of padding in its result when set), then a final answer. Every call has new
+    arguments, so no loop guard trips."""
+    extra = {"result_bytes": result_bytes} if result_bytes else {}
     replies = [
         _response(
             f"bench{step:04d}",
@@ -38,7 +40,7 @@ def lookup_script(turns: int) -> list[dict[str, Any]]:
                 "status": "completed",
                 "call_id": f"call_bench{step:04d}",
                 "name": TOOL,
-                "arguments": json.dumps({"step": step}),
+                "arguments": json.dumps({"step": step, **extra}),
             },
         )
         for step in range(turns - 1)

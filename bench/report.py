@@ -19,6 +19,7 @@ KEYS = (
     "resume_ms_p99",
     "turns_per_s_1w",
     "turns_per_s_2w",
+    "op_span_share_p99_2w",
     "queue_ms_p99_1k",
     "queue_ms_p99_100k",
     "queue_console_ms_p99_1k",
@@ -28,7 +29,24 @@ KEYS = (
     "lists_console_ms_p99_1k",
     "lists_console_ms_p99_100k",
     "worker_rss_mb",
+    "peer_turn_ms",
+    "peer_op_ms",
+    "baseline_turn_ratio",
+    "turn_ratio",
+    "refund_op_ratio",
+    "bytes_per_op_4",
+    "bytes_per_op_16",
+    "bytes_per_op_64",
+    "storage_growth",
 )
+#: Ratios to the reference runtime: figure → (Callgate's figure, the reference's figure).
+RATIOS = {
+    "baseline_turn_ratio": ("baseline_turn_ms_p50", "peer_turn_ms"),
+    "turn_ratio": ("turn_ms_p50", "peer_turn_ms"),
+    "refund_op_ratio": ("refund_op_ms_p50", "peer_op_ms"),
+    # Bytes at 64 turns over bytes at 16: 4.0 when storage grows linearly with the turns.
+    "storage_growth": ("bytes_per_op_64", "bytes_per_op_16"),
+}
 
 Figures = Mapping[str, float | None]
 
@@ -62,6 +80,23 @@ def _at_most(key: str, limit: Bound) -> Callable[[Figures], bool | None]:
     return met
 
 
+def _at_least(key: str, limit: float) -> Callable[[Figures], bool | None]:
+    def met(figures: Figures) -> bool | None:
+        value = figures.get(key)
+        return None if value is None else value >= limit
+
+    return met
+
+
+def with_ratios(figures: Figures) -> dict[str, float | None]:
+    """``figures`` plus each of :data:`RATIOS` (``None`` when either side is missing)."""
+    derived: dict[str, float | None] = dict(figures)
+    for key, (ours, reference) in RATIOS.items():
+        top, bottom = figures.get(ours), figures.get(reference)
+        derived[key] = None if top is None or not bottom else top / bottom
+    return derived
+
+
 def _scaled(key: str, factor: float) -> Bound:
     def bound(figures: Figures) -> float | None:
         value = figures.get(key)
@@ -71,13 +106,20 @@ def _scaled(key: str, factor: float) -> Bound:
 
 
 #: The product's targets. On a small, noisy machine the ratios matter more than the absolute
-#: figures: a turn through Celery no slower than the in-process durable loop, a queue page at
-#: 100k pending no more than 1.5 times its cost at 1k.
+#: figures: a turn through Celery no slower than the in-process durable loop, Callgate's turn
+#: no slower than the reference runtime's, a queue page at 100k pending no more than 1.5 times
+#: its cost at 1k, storage linear in the turns.
 TARGETS: dict[str, Target] = {
     "turn_ms_p50": Target(
         "<= baseline_turn_ms_p50", _at_most("turn_ms_p50", _scaled("baseline_turn_ms_p50", 1.0))
     ),
-    "queries_per_turn": Target("<= 12", _at_most("queries_per_turn", lambda _f: 12.0)),
+    "queries_per_turn": Target("<= 6", _at_most("queries_per_turn", lambda _f: 6.0)),
+    "turns_per_s_2w": Target(">= 200", _at_least("turns_per_s_2w", 200.0)),
+    "op_span_share_p99_2w": Target("<= 0.5", _at_most("op_span_share_p99_2w", lambda _f: 0.5)),
+    "baseline_turn_ratio": Target("<= 1.0", _at_most("baseline_turn_ratio", lambda _f: 1.0)),
+    "turn_ratio": Target("<= 1.2", _at_most("turn_ratio", lambda _f: 1.2)),
+    "refund_op_ratio": Target("<= 2.0", _at_most("refund_op_ratio", lambda _f: 2.0)),
+    "storage_growth": Target("<= 4.4 (linear: 4.0)", _at_most("storage_growth", lambda _f: 4.4)),
     "queue_ms_p99_100k": Target(
         "<= 1.5 x queue_ms_p99_1k",
         _at_most("queue_ms_p99_100k", _scaled("queue_ms_p99_1k", 1.5)),

@@ -6,14 +6,17 @@ workers, resuming, and reading the approval queue. Prints progress lines, then a
 figure next to its target; ``BENCH_JSON=path`` also writes the figures as JSON
 (:data:`bench.report.KEYS`), and ``BENCH_QUICK=1`` runs smaller sizes (under three minutes).
 
-Phases, in order, on a freshly created database (``bench.env``):
+The reference runtime (:mod:`bench.peer`) runs before and after Callgate's phases, and the
+table gives each ratio to it beside its target. Phases, in order, on a freshly created database
+(``bench.env``):
 
 1. in-process baseline (``turns.turn_run`` called directly) and statements per turn;
 2. one worker: turn latency, operations one at a time; the refund scenario with its approval
    decided as soon as it parks, and the resume latency;
 3. one fresh worker: throughput over many concurrent operations, then its RSS;
 4. two workers: throughput over many concurrent operations;
-5. the approval queue (console view and API), the console's decisions history and operations
+5. storage: the bytes an operation of 4, 16 and 64 turns stores (``phases.storage``);
+6. the approval queue (console view and API), the console's decisions history and operations
    list, at the smaller and the larger pending count, with decided approvals from
    ``manage.py seed_approvals``.
 """
@@ -33,6 +36,34 @@ def _size(count: int) -> str:
     return f"{count // 1_000_000}M" if count >= 1_000_000 else f"{count // 1000}k"
 
 
+def _peer(operations: int, notes: dict[str, str], when: str) -> dict[str, float] | None:
+    """The reference runtime's figures for ``operations`` refunds (``None`` without its
+    script, with a note saying so)."""
+    from bench import peer, phases
+
+    if peer.peer_script() is None:
+        notes["peer_turn_ms"] = "skipped: no reference script (CALLGATE_BENCH_PEER)"
+        return None
+    phases.say(f"reference runtime, {when}: {operations} refunds")
+    figures = peer.peer_run(operations)
+    phases.say(f"reference runtime, {when}: {figures}")
+    return figures
+
+
+def _peer_figures(
+    before: dict[str, float] | None, after: dict[str, float] | None
+) -> dict[str, float | None]:
+    """The mean of the reference's runs before and after Callgate's phases, per turn and per
+    operation (ms)."""
+    runs = [run for run in (before, after) if run is not None]
+    if not runs:
+        return {"peer_turn_ms": None, "peer_op_ms": None}
+    return {
+        "peer_turn_ms": sum(run["ms_per_turn"] for run in runs) / len(runs),
+        "peer_op_ms": sum(run["ms_per_op"] for run in runs) / len(runs),
+    }
+
+
 def main() -> int:
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     VAR.mkdir(parents=True, exist_ok=True)
@@ -46,12 +77,15 @@ def main() -> int:
     figures: dict[str, float | None] = {}
     notes: dict[str, str] = {}
 
-    phases.say("phase 1/5: in-process baseline")
+    peer_operations = 100 if quick else 300
+    before = _peer(peer_operations, notes, "before")
+
+    phases.say("phase 1/6: in-process baseline")
     figures.update(phases.baseline(world, sizes))
     notes["baseline_turn_ms_p50"] = "turns.turn_run called in this process"
     notes["queries_per_turn"] = "mean; BEGIN/COMMIT not counted"
 
-    phases.say("phase 2/5: one worker, one operation at a time")
+    phases.say("phase 2/6: one worker, one operation at a time")
     with workers.Workers(1) as one:
         one.wait_ready()
         figures.update(phases.turn_latency(world, sizes))
@@ -60,7 +94,7 @@ def main() -> int:
     notes["refund_op_ms_p50"] = f"{sizes.refund_operations} refunds, start to COMPLETED"
     notes["resume_ms_p50"] = "decision event -> APPROVED->EXECUTING event"
 
-    phases.say("phase 3/5: throughput, one worker")
+    phases.say("phase 3/6: throughput, one worker")
     pks = phases.throughput_prepare(world, sizes, sizes.throughput_operations_1w)
     with workers.Workers(1) as one:
         result = phases.throughput_wait(pks, "1 worker")
@@ -69,14 +103,22 @@ def main() -> int:
     notes["turns_per_s_1w"] = f"{result['turns']:,.0f} turns, {len(pks)} concurrent operations"
     notes["worker_rss_mb"] = f"pool process after {result['turns']:,.0f} turns"
 
-    phases.say("phase 4/5: throughput, two workers")
+    phases.say("phase 4/6: throughput, two workers")
     pks = phases.throughput_prepare(world, sizes, sizes.throughput_operations_2w)
     with workers.Workers(2):
         result = phases.throughput_wait(pks, "2 workers")
         figures["turns_per_s_2w"] = result["turns_per_s"]
+        figures["op_span_share_p99_2w"] = result["span_share_p99"]
     notes["turns_per_s_2w"] = f"{result['turns']:,.0f} turns, {len(pks)} concurrent operations"
+    notes["op_span_share_p99_2w"] = "an operation's own first claim to completion, over the run"
 
-    phases.say("phase 5/5: the approval queue")
+    phases.say("phase 5/6: storage per operation")
+    figures.update(phases.storage(world))
+    notes["storage_growth"] = "bytes_per_op_64 / bytes_per_op_16"
+    after = _peer(peer_operations, notes, "after")
+    figures.update(_peer_figures(before, after))
+
+    phases.say("phase 6/6: the approval queue")
     # The history first, as in a real queue: decided approvals are older than pending ones.
     phases.queue_seed(world, pending=0, decided=sizes.queue_decided)
     seeded = 0
@@ -100,10 +142,11 @@ def main() -> int:
         )
 
     print()
-    print(report.table(figures, notes))
+    measured = report.with_ratios(figures)
+    print(report.table(measured, notes))
     target = os.environ.get("BENCH_JSON")
     if target:
-        report.json_write(Path(target), figures)
+        report.json_write(Path(target), measured)
         phases.say(f"wrote {target}")
     return 0
 

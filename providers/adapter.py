@@ -27,12 +27,12 @@ from providers.base import (
     StreamAssembler,
     ToolDeclaration,
     ToolResultMessage,
-    UnsupportedSetting,
     Usage,
     WireReply,
 )
 from providers.errors import retry_after_seconds, status_is_retryable
 from providers.payload import count, items, obj, text
+from providers.settings import Honoured, check
 from providers.streaming import assemble
 
 
@@ -182,6 +182,11 @@ class FamilyAdapter(abc.ABC):
     name_pattern: re.Pattern[str] = PLAIN_TOOL_NAME
     #: Where the calls sit, for families whose calls are items of the assistant's list.
     flat_calls: FlatCalls
+    #: What the family does with the neutral model settings.
+    honoured: Honoured
+    #: The request body's field holding the conversation (:meth:`build_request` may put items
+    #: of its own before it, never after).
+    conversation_field: str = "messages"
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """The opening conversation (provider-native items): the earlier ``messages``, then
@@ -194,10 +199,10 @@ class FamilyAdapter(abc.ABC):
         return {"role": role, "content": text}
 
     def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
-        """Refuse (:class:`UnsupportedSetting`) every setting this family does not map; a
-        family overrides this with the ones it honours."""
-        for name in settings.as_dict():
-            raise UnsupportedSetting(name, f"{name} is not supported by {self.family}")
+        """Refuse (:class:`providers.base.UnsupportedSetting`) what :attr:`honoured` says this
+        family cannot honour, and any value outside the documented ranges
+        (:func:`providers.settings.check`); a family with rules on combinations adds them."""
+        check(settings, family=self.family, honoured=self.honoured, tool_names=tool_names)
 
     @abc.abstractmethod
     def build_request(

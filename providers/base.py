@@ -187,11 +187,13 @@ class ModelSettings:
     """How the model should answer, in provider-neutral terms; ``None`` leaves a setting to the
     provider's default.
 
-    ``max_output_tokens`` (tokens), ``temperature``, ``top_p``, ``reasoning_effort``
-    (``minimal``, ``low``, ``medium``, ``high``), ``thinking_budget_tokens`` (tokens, for
-    families that budget thinking instead), ``tool_choice`` (``auto``, ``required``, ``none``,
-    or one offered tool's name) and ``parallel_tool_calls``. Each adapter maps them to its
-    family's own fields, and refuses (:class:`UnsupportedSetting`) one its family cannot honour.
+    ``max_output_tokens`` (tokens), ``temperature`` (0 to 2), ``top_p`` (0 to 1),
+    ``reasoning_effort`` (``none``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh``,
+    ``max``: each family takes the values its API defines), ``thinking_budget_tokens`` (tokens,
+    for families that budget thinking instead), ``tool_choice`` (``auto``, ``required``,
+    ``none``, or one offered tool's name) and ``parallel_tool_calls``. Each adapter maps them to
+    its family's own fields, and refuses (:class:`UnsupportedSetting`) one its family cannot
+    honour (docs/settings.md has the table).
     """
 
     max_output_tokens: int | None = None
@@ -277,6 +279,9 @@ class ProviderAdapter(Protocol):
     provider: str
     family: str
     revision: str
+    #: The request body's field that holds the conversation (after anything the adapter puts
+    #: before it, such as a developer message).
+    conversation_field: str
 
     def start_conversation(self, *, user_input: str, messages: Sequence[Message] = ()) -> list[Any]:
         """Return the opening conversation (provider-native items): the earlier ``messages``,

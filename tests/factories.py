@@ -71,7 +71,7 @@ class ModelTurnFactory(factory.django.DjangoModelFactory[ModelTurn]):
     index = factory.Sequence(int)
     response_id = factory.Sequence(lambda n: f"resp_{n}")
     outcome = "TOOL_PROPOSALS"
-    request_body = factory.LazyFunction(dict)
+    request_frame = factory.LazyFunction(dict)
     provider = "openai"
     family = "openai_responses"
     model = "gpt-test"

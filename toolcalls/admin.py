@@ -108,6 +108,8 @@ class ModelTurnAdmin(
 ):
     tenant_lookup = "operation__tenant"
     json_fields = ("request_body", "reply")
+    #: Shown joined, as ``request_body``.
+    exclude = ("request_frame", "request_items")
     list_display = (
         "operation__public_id",
         "index",

@@ -6,12 +6,14 @@ Models hold data and database-level invariants only; every write goes through
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 
 from providers.base import Outcome
+from providers.families import get_adapter
 from toolcalls.ids import new_call_id, new_operation_id
 from toolcalls.states import AuditKind, CallState, OperationState
 
@@ -98,6 +100,12 @@ class Operation(models.Model):
     terminal_reason = models.CharField(max_length=500, blank=True)
     final_text = models.TextField(blank=True)
     conversation = models.JSONField(default=list, help_text="Provider-native items, opaque.")
+    conversation_stored = models.PositiveIntegerField(
+        default=0, help_text="Items of the conversation already stored with a turn's request."
+    )
+    bodies_pruned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its request bodies, replies and conversation went."
+    )
     budgets = models.JSONField(default=dict, help_text="Guard limits in force (toolcalls.guards).")
     deadline_at = models.DateTimeField(null=True, blank=True)
     turn_count = models.PositiveIntegerField(default=0, help_text="Model replies recorded.")
@@ -164,7 +172,13 @@ class ModelTurn(models.Model):
     raw_reason = models.TextField(blank=True)
     text = models.TextField(blank=True)
     error_message = models.TextField(blank=True)
-    request_body = models.JSONField()
+    #: The request body as sent, but its conversation field holds only what the adapter put
+    #: before the conversation (a developer message); the conversation's items are stored
+    #: once each, in the ``request_items`` of the turn that first sent them.
+    request_frame = models.JSONField()
+    request_items = models.JSONField(
+        default=list, help_text="Conversation items this request sent for the first time."
+    )
     reply = models.JSONField(null=True, help_text="The wire reply; null if none came back.")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -186,6 +200,20 @@ class ModelTurn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id}#{self.index}"
+
+    @property
+    def request_body(self) -> dict[str, Any]:
+        """The request body exactly as it was sent: the frame, with the conversation items of
+        this and every earlier turn in its conversation field (one query)."""
+        field = get_adapter(self.family).conversation_field
+        earlier = (
+            ModelTurn.objects.filter(operation_id=self.operation_id, index__lte=self.index)
+            .order_by("index")
+            .values_list("request_items", flat=True)
+        )
+        body = dict(self.request_frame)
+        body[field] = [*body.get(field, []), *chain.from_iterable(earlier)]
+        return body
 
 
 class ToolCall(models.Model):

@@ -38,7 +38,7 @@ def operation_get(*, user: User, public_id: str) -> Operation:
     """The operation with its turns (and their calls) prefetched; raises
     ``Operation.DoesNotExist`` when it is not in one of the user's tenants."""
     calls = ToolCall.objects.order_by("position")
-    turns = ModelTurn.objects.defer("request_body", "reply").order_by("index")
+    turns = ModelTurn.objects.defer("request_frame", "request_items", "reply").order_by("index")
     return (
         operations_visible(user=user)
         .select_related("tenant", "requested_by")

@@ -160,3 +160,4 @@ class AuditKind(models.TextChoices):
     RECOVERY_REQUEUED = "recovery.requeued"
     RECOVERY_CALL_LEASE_EXPIRED = "recovery.call_lease_expired"
     RECOVERY_CALL_REQUEUED = "recovery.call_requeued"
+    OPERATION_BODIES_PRUNED = "operation.bodies_pruned"

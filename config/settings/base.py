@@ -187,6 +187,9 @@ CELERY_BEAT_SCHEDULE = {
 CALLGATE_TOOL_MODULES = env.list("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
 # How long an approval stays decidable, in seconds.
 CALLGATE_APPROVAL_TTL_S = env.int("CALLGATE_APPROVAL_TTL_S", default=3600)
+# Days an ended operation keeps its request bodies, replies and conversation before
+# ``manage.py prune_bodies`` removes them (its calls, results and audit chain stay).
+CALLGATE_BODY_RETENTION_DAYS = env.int("CALLGATE_BODY_RETENTION_DAYS", default=90)
 # Guards (toolcalls.guards): defaults for every operation, and the most an operation may ask for.
 CALLGATE_GUARDS = {
     "max_turns": env.int("CALLGATE_MAX_TURNS", default=12),
@@ -250,6 +253,9 @@ CALLGATE_DB_RETRIES = env.int("CALLGATE_DB_RETRIES", default=3)
 CALLGATE_MAX_TURN_ATTEMPTS = env.int("CALLGATE_MAX_TURN_ATTEMPTS", default=3)
 # Recovery sweep: runnable work untouched for this long (seconds) is handed out again.
 CALLGATE_RECOVERY_GRACE_S = env.int("CALLGATE_RECOVERY_GRACE_S", default=30)
+# Steps a worker runs along an operation before it hands the rest back to the queue
+# (toolcalls.services.enqueue.continuing); 0: every step goes through the broker.
+CALLGATE_WORKER_CONTINUE_STEPS = env.int("CALLGATE_WORKER_CONTINUE_STEPS", default=32)
 # Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
 CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
 # Live transport: each provider's API key and base URL (empty: the SDK's default endpoint).

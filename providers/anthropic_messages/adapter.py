@@ -16,11 +16,19 @@ from providers.base import (
     ParsedReply,
     ToolDeclaration,
     ToolResultMessage,
+    UnsupportedSetting,
 )
 from providers.payload import obj, text
+from providers.settings import ANY_CHOICES, Honoured, named_tool, present
 
-#: ``max_tokens`` is required by the Messages API; output tokens per reply.
+#: ``max_tokens`` is required by the Messages API; output tokens per reply unless the operation's
+#: ``max_output_tokens`` says otherwise.
 MAX_TOKENS = 4096
+#: The smallest ``thinking.budget_tokens`` ("Must be ≥1024 and less than ``max_tokens``",
+#: anthropic SDK ``ThinkingConfigEnabledParam``).
+MIN_THINKING_BUDGET = 1024
+#: Why the installed SDK's ``MessageCreateParams`` cannot carry the sampling settings.
+NO_SAMPLING = "the Messages API request has no {} field"
 
 
 class AnthropicMessagesAdapter(FamilyAdapter):
@@ -39,6 +47,39 @@ class AnthropicMessagesAdapter(FamilyAdapter):
     revision = REVISION
     flat_calls = FlatCalls("tool_use", id_field="id", arguments_field="input", empty={})
     error_reason_fields = ("type",)
+    honoured = Honoured(
+        refused={
+            "temperature": NO_SAMPLING.format("temperature"),
+            "top_p": NO_SAMPLING.format("top_p"),
+        },
+        # ``output_config.effort`` (anthropic SDK ``OutputConfigParam``).
+        efforts=("low", "medium", "high", "xhigh", "max"),
+    )
+
+    def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
+        """The shared checks, then the Messages API's own rules on combinations: a thinking
+        budget of at least 1024 tokens and below ``max_tokens``, thinking only with
+        ``tool_choice`` auto or none ("Extended thinking": forced tool use is incompatible
+        with thinking), and ``parallel_tool_calls`` only where ``tool_choice`` has a
+        ``disable_parallel_tool_use`` field (not with none)."""
+        super().check_settings(settings, tool_names=tool_names)
+        budget = settings.thinking_budget_tokens
+        max_tokens = settings.max_output_tokens or MAX_TOKENS
+        if budget is not None and not MIN_THINKING_BUDGET <= budget < max_tokens:
+            raise UnsupportedSetting(
+                "thinking_budget_tokens",
+                f"thinking_budget_tokens must be at least {MIN_THINKING_BUDGET} and below "
+                f"max_output_tokens ({max_tokens})",
+            )
+        forced = settings.tool_choice not in (None, "auto", "none")
+        if budget is not None and forced:
+            raise UnsupportedSetting(
+                "tool_choice", "with thinking, tool_choice can only be auto or none"
+            )
+        if settings.parallel_tool_calls is not None and settings.tool_choice == "none":
+            raise UnsupportedSetting(
+                "parallel_tool_calls", "tool_choice none has no parallel tool use to turn off"
+            )
 
     def build_request(
         self,
@@ -49,15 +90,29 @@ class AnthropicMessagesAdapter(FamilyAdapter):
         instructions: str = "",
         settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
-        # Extended thinking is not switched on here: it is model-dependent and Callgate has no
-        # per-operation setting for it. Thinking blocks that come back are replayed verbatim.
-        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS}
+        """The Messages body (``client.messages.create`` keywords, anthropic SDK
+        ``MessageCreateParams``). Settings: ``max_tokens``, ``thinking`` ``{"type": "enabled",
+        "budget_tokens"}``, ``output_config.effort``, and with tools ``tool_choice``
+        (``auto``/``any``/``none``/``{"type": "tool", "name"}``, with
+        ``disable_parallel_tool_use`` for ``parallel_tool_calls``). Thinking blocks that come
+        back are replayed verbatim, whether or not this request switched thinking on."""
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": settings.max_output_tokens or MAX_TOKENS,
+        }
         if instructions:
             body["system"] = instructions
-        return body | {
+        body |= {
             "messages": list(conversation),
             "tools": [tool.declared("input_schema") for tool in tools],
         }
+        budget, effort = settings.thinking_budget_tokens, settings.reasoning_effort
+        body |= present(
+            thinking=None if budget is None else {"type": "enabled", "budget_tokens": budget},
+            output_config=None if effort is None else {"effort": effort},
+            tool_choice=_tool_choice(settings) if tools else None,
+        )
+        return body
 
     def append_reply(self, *, conversation: Sequence[Any], reply: ParsedReply) -> list[Any]:
         # The content array goes back as it came: the API checks thinking signatures and needs
@@ -88,6 +143,20 @@ class AnthropicMessagesAdapter(FamilyAdapter):
     def retry_codes(self, error: Mapping[str, Any], reason: str | None) -> tuple[str | None, ...]:
         # A spend cap shows as ``error.details.error_code`` and is never retried.
         return (text(obj(error.get("details")).get("error_code")) or reason,)
+
+
+def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
+    """``tool_choice`` for the tool settings (``None``: both left to the default, auto)."""
+    parallel, choice = settings.parallel_tool_calls, settings.tool_choice
+    if choice is None and parallel is None:
+        return None
+    name = named_tool(choice)
+    written: dict[str, Any] = (
+        {"type": "tool", "name": name} if name else {"type": ANY_CHOICES[choice or "auto"]}
+    )
+    if parallel is not None:
+        written["disable_parallel_tool_use"] = not parallel
+    return written
 
 
 def _tool_result(result: ToolResultMessage) -> dict[str, Any]:

@@ -12,10 +12,19 @@ from providers.base import (
     ParsedReply,
     ToolDeclaration,
     ToolResultMessage,
+    UnsupportedSetting,
 )
 from providers.gemini_generate.reply import REVISION, parse_response
 from providers.gemini_generate.stream import GenerateStream
 from providers.payload import items, obj, text
+from providers.settings import (
+    ANY_CHOICES,
+    GEMINI_EFFORTS,
+    NO_PARALLEL_SWITCH,
+    Honoured,
+    named_tool,
+    present,
+)
 
 
 class GeminiGenerateAdapter(FamilyAdapter):
@@ -31,11 +40,24 @@ class GeminiGenerateAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_generate"
     revision = REVISION
+    conversation_field = "contents"
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
+    honoured = Honoured(refused={"parallel_tool_calls": NO_PARALLEL_SWITCH}, efforts=GEMINI_EFFORTS)
 
     def message(self, role: str, text: str) -> Any:
         return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+
+    def check_settings(self, settings: ModelSettings, *, tool_names: Sequence[str]) -> None:
+        """The shared checks, and not both a thinking level and a budget ("You cannot use
+        both thinking_level and the legacy thinking_budget parameter in the same request",
+        Gemini thinking guide)."""
+        super().check_settings(settings, tool_names=tool_names)
+        if settings.reasoning_effort is not None and settings.thinking_budget_tokens is not None:
+            raise UnsupportedSetting(
+                "thinking_budget_tokens",
+                "set reasoning_effort or thinking_budget_tokens, not both",
+            )
 
     def build_request(
         self,
@@ -56,6 +78,11 @@ class GeminiGenerateAdapter(FamilyAdapter):
         ``parameters`` field rejects with ``Invalid JSON payload received. Unknown name
         "additionalProperties"``. ``toolConfig`` is sent only with tools: a calling config
         without declarations is itself an invalid request.
+
+        Settings go in ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``,
+        ``thinkingConfig`` with ``thinkingLevel`` or ``thinkingBudget``) and
+        ``toolConfig.functionCallingConfig`` (``mode``, and ``allowedFunctionNames`` for a
+        named tool), the REST names of google-genai's ``GenerationConfig`` and ``ToolConfig``.
         """
         body: dict[str, Any] = {"contents": list(conversation)}
         if instructions:
@@ -64,7 +91,10 @@ class GeminiGenerateAdapter(FamilyAdapter):
             body["tools"] = [
                 {"functionDeclarations": [tool.declared("parametersJsonSchema") for tool in tools]}
             ]
-            body["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
+            body["toolConfig"] = {"functionCallingConfig": _calling_config(settings.tool_choice)}
+        config = _generation_config(settings)
+        if config:
+            body["generationConfig"] = config
         return body
 
     def append_results(
@@ -97,6 +127,27 @@ class GeminiGenerateAdapter(FamilyAdapter):
 
     def stream_assembler(self, *, max_argument_bytes: int) -> GenerateStream:
         return GenerateStream(max_argument_bytes)
+
+
+def _generation_config(settings: ModelSettings) -> dict[str, Any]:
+    effort, budget = settings.reasoning_effort, settings.thinking_budget_tokens
+    thinking = present(thinkingLevel=effort and effort.upper(), thinkingBudget=budget)
+    return present(
+        maxOutputTokens=settings.max_output_tokens,
+        temperature=settings.temperature,
+        topP=settings.top_p,
+        thinkingConfig=thinking or None,
+    )
+
+
+def _calling_config(choice: str | None) -> dict[str, Any]:
+    """``functionCallingConfig`` for ``tool_choice`` (google-genai ``FunctionCallingConfigMode``;
+    none given: ``AUTO``, the API's default, said explicitly); a named tool is ``ANY`` with
+    ``allowedFunctionNames``."""
+    name = named_tool(choice)
+    if name:
+        return {"mode": "ANY", "allowedFunctionNames": [name]}
+    return {"mode": ANY_CHOICES[choice or "auto"].upper()}
 
 
 def _last_model_calls(conversation: Sequence[Any]) -> list[tuple[int, Mapping[str, Any]]]:

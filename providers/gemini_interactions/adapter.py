@@ -15,6 +15,14 @@ from providers.base import (
 )
 from providers.gemini_interactions.reply import REVISION, parse_interaction
 from providers.gemini_interactions.stream import InteractionsStream
+from providers.settings import (
+    ANY_CHOICES,
+    GEMINI_EFFORTS,
+    NO_PARALLEL_SWITCH,
+    Honoured,
+    named_tool,
+    present,
+)
 
 
 class GeminiInteractionsAdapter(FamilyAdapter):
@@ -34,9 +42,17 @@ class GeminiInteractionsAdapter(FamilyAdapter):
     provider = "google"
     family = "gemini_interactions"
     revision = REVISION
+    conversation_field = "input"
     flat_calls = FlatCalls("function_call", id_field="id", arguments_field="arguments", empty={})
     error_reason_fields = ("status",)
     name_pattern = GEMINI_TOOL_NAME
+    honoured = Honoured(
+        refused={
+            "thinking_budget_tokens": "the API sets thinking by thinking_level, not by tokens",
+            "parallel_tool_calls": NO_PARALLEL_SWITCH,
+        },
+        efforts=GEMINI_EFFORTS,
+    )
 
     def message(self, role: str, text: str) -> Any:
         step = "model_output" if role == "assistant" else "user_input"
@@ -51,16 +67,29 @@ class GeminiInteractionsAdapter(FamilyAdapter):
         instructions: str = "",
         settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
-        """The Interactions body; tool declarations are flat (no ``function_declarations``
-        wrapper)."""
+        """The Interactions body (google-genai ``CreateModelInteraction``); tool declarations
+        are flat (no ``function_declarations`` wrapper). Settings go in ``generation_config``:
+        ``max_output_tokens``, ``temperature``, ``top_p``, ``thinking_level`` and, with tools,
+        ``tool_choice`` (``auto``/``any``/``none``, or ``{"allowed_tools": {"mode": "any",
+        "tools": [name]}}`` for a named tool)."""
         body: dict[str, Any] = {"model": model}
         if instructions:
             body["system_instruction"] = instructions
-        return body | {
+        body |= {
             "input": list(conversation),
             "tools": [{"type": "function", **tool.declared()} for tool in tools],
             "store": False,
         }
+        config = present(
+            max_output_tokens=settings.max_output_tokens,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            thinking_level=settings.reasoning_effort,
+            tool_choice=_tool_choice(settings.tool_choice) if tools else None,
+        )
+        if config:
+            body["generation_config"] = config
+        return body
 
     def append_results(
         self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
@@ -72,6 +101,15 @@ class GeminiInteractionsAdapter(FamilyAdapter):
 
     def stream_assembler(self, *, max_argument_bytes: int) -> InteractionsStream:
         return InteractionsStream(max_argument_bytes)
+
+
+def _tool_choice(choice: str | None) -> Any:
+    """``generation_config.tool_choice``: a ``ToolChoiceType`` for a keyword, a
+    ``ToolChoiceConfig`` allowing only the named tool, ``None`` for no choice."""
+    name = named_tool(choice)
+    if name:
+        return {"allowed_tools": {"mode": "any", "tools": [name]}}
+    return None if choice is None else ANY_CHOICES[choice]
 
 
 def _function_result(result: ToolResultMessage) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from providers.base import (
 from providers.openai_chat.reply import REVISION, parse_completion
 from providers.openai_chat.stream import ChatStream
 from providers.payload import items, obj, text
+from providers.settings import NO_THINKING_BUDGET, OPENAI_EFFORTS, Honoured, named_tool, present
 
 
 class OpenAIChatAdapter(FamilyAdapter):
@@ -33,6 +34,9 @@ class OpenAIChatAdapter(FamilyAdapter):
     family = "openai_chat"
     revision = REVISION
     error_reason_fields = ("code", "type")
+    honoured = Honoured(
+        refused={"thinking_budget_tokens": NO_THINKING_BUDGET}, efforts=OPENAI_EFFORTS
+    )
 
     def build_request(
         self,
@@ -48,8 +52,17 @@ class OpenAIChatAdapter(FamilyAdapter):
         # ``stream`` is true. An empty ``tools`` array is a 400, so it is left out.
         # The instructions lead the messages as a ``developer`` message, the role the API
         # documents for instructions to o1 and later models (it replaces ``system``).
+        # Settings: ``max_completion_tokens`` (``max_tokens`` is deprecated and refused by
+        # reasoning models), ``temperature``, ``top_p``, ``reasoning_effort``; the tool
+        # settings go only with tools (the API refuses ``parallel_tool_calls`` without them).
         system = [{"role": "developer", "content": instructions}] if instructions else []
         body: dict[str, Any] = {"model": model, "messages": [*system, *conversation]}
+        body |= present(
+            max_completion_tokens=settings.max_output_tokens,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            reasoning_effort=settings.reasoning_effort,
+        )
         if tools:
             body["tools"] = [
                 {
@@ -58,6 +71,12 @@ class OpenAIChatAdapter(FamilyAdapter):
                 }
                 for tool in tools
             ]
+            name = named_tool(settings.tool_choice)
+            choice = {"type": "function", "function": {"name": name}} if name else None
+            body |= present(
+                tool_choice=choice or settings.tool_choice,
+                parallel_tool_calls=settings.parallel_tool_calls,
+            )
         return body
 
     def append_results(

@@ -16,6 +16,7 @@ from providers.base import (
 )
 from providers.openai_responses.reply import REVISION, parse_response
 from providers.openai_responses.stream import ResponsesStream
+from providers.settings import NO_THINKING_BUDGET, OPENAI_EFFORTS, Honoured, named_tool, present
 
 
 class OpenAIResponsesAdapter(FamilyAdapter):
@@ -29,10 +30,18 @@ class OpenAIResponsesAdapter(FamilyAdapter):
     provider = "openai"
     family = "openai_responses"
     revision = REVISION
+    conversation_field = "input"
     flat_calls = FlatCalls(
         "function_call", id_field="call_id", arguments_field="arguments", empty="{}"
     )
     error_reason_fields = ("code", "type")
+    # The API's own 400 below 16: "Invalid 'max_output_tokens': integer below minimum value.
+    # Expected a value >= 16" (``integer_below_min_value``, public error reports).
+    honoured = Honoured(
+        refused={"thinking_budget_tokens": NO_THINKING_BUDGET},
+        efforts=OPENAI_EFFORTS,
+        min_output_tokens=16,
+    )
 
     def message(self, role: str, text: str) -> Any:
         return {"type": "message", "role": role, "content": text}
@@ -46,17 +55,22 @@ class OpenAIResponsesAdapter(FamilyAdapter):
         instructions: str = "",
         settings: ModelSettings = NO_SETTINGS,
     ) -> dict[str, Any]:
-        """The Responses body. ``store: false`` keeps no state at the provider; the encrypted
-        reasoning content lets the next request replay reasoning items without it."""
+        """The Responses body (``client.responses.create`` keywords, openai SDK
+        ``ResponseCreateParams``). ``store: false`` keeps no state at the provider; the
+        encrypted reasoning content lets the next request replay reasoning items without it.
+        Settings: ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``, and
+        with tools ``tool_choice`` (a keyword, or ``{"type": "function", "name"}``) and
+        ``parallel_tool_calls``."""
         body: dict[str, Any] = {"model": model}
         if instructions:
             body["instructions"] = instructions
-        return body | {
+        body |= {
             "input": list(conversation),
             "tools": [{"type": "function", **tool.declared(), "strict": False} for tool in tools],
             "store": False,
             "include": ["reasoning.encrypted_content"],
         }
+        return body | _settings(settings, offers_tools=bool(tools))
 
     def append_results(
         self, *, conversation: Sequence[Any], results: Sequence[ToolResultMessage]
@@ -76,3 +90,18 @@ class OpenAIResponsesAdapter(FamilyAdapter):
 
     def stream_assembler(self, *, max_argument_bytes: int) -> ResponsesStream:
         return ResponsesStream(max_argument_bytes)
+
+
+def _settings(settings: ModelSettings, *, offers_tools: bool) -> dict[str, Any]:
+    effort = settings.reasoning_effort
+    fields = present(
+        max_output_tokens=settings.max_output_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        reasoning=None if effort is None else {"effort": effort},
+    )
+    if offers_tools:
+        name = named_tool(settings.tool_choice)
+        choice = {"type": "function", "name": name} if name else settings.tool_choice
+        fields |= present(tool_choice=choice, parallel_tool_calls=settings.parallel_tool_calls)
+    return fields

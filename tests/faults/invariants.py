@@ -170,7 +170,12 @@ def _results_returned(findings: Findings) -> None:
     turns = {
         (turn.operation_id, turn.index): turn
         for turn in ModelTurn.objects.select_related("operation").only(
-            "operation_id", "index", "request_body", "operation__family"
+            "operation_id",
+            "index",
+            "family",
+            "request_frame",
+            "request_items",
+            "operation__family",
         )
     }
     calls: dict[tuple[int, int], list[ToolCall]] = defaultdict(list)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from providers.base import ModelSettings
 from providers.errors import TransportError
 from providers.families import ADAPTERS
 from providers.live import LiveSettings, live_transport
 from tests.conftest import FIXTURES
 from tests.live_server import ReplayServer
 from tests.providers.conformance import check, read_case
+from tests.providers.settings_cases import MAPPED, request_body
 
 CASES = sorted((FIXTURES / "providers").rglob("*.json"))
 
@@ -55,6 +58,49 @@ def test_fixture_round_trip_through_the_sdk(server: ReplayServer, path: Path) ->
     assert request.headers.get(
         "authorization", request.headers.get("x-api-key", request.headers.get("x-goog-api-key"))
     )
+
+
+def _first_case(family: str, kind: str) -> dict[str, Any]:
+    return next(
+        case
+        for case in map(read_case, CASES)
+        if case["family"] == family
+        and case["kind"] == kind
+        and case["expect"]["outcome"] != "API_FAILURE"
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize(("family", "settings", "fields"), MAPPED, ids=lambda v: str(v)[:40])
+def test_instructions_and_settings_reach_the_provider_unchanged(
+    server: ReplayServer,
+    family: str,
+    settings: dict[str, Any],
+    fields: dict[str, Any],
+    stream: bool,
+) -> None:
+    """The SDK call carries the body as the adapter built it: every setting's field, the
+    instructions and the earlier messages, nothing renamed or dropped (streaming adds only the
+    transport's own ``stream`` fields)."""
+    model = f"model-{uuid.uuid4().hex[:12]}"
+    server.script(
+        model=model,
+        family=family,
+        replies=[_first_case(family, "stream" if stream else "response")],
+    )
+    body = request_body(family, ModelSettings(**settings), model=model)
+    reply = _transport(server, family, stream=stream).send(request=body, turn=0, model=model)
+    assert reply.http_status == 200, reply.body
+    received = dict(server.received[-1].body)
+    if stream:
+        assert received.pop("stream", True) is True
+        received.pop("stream_options", None)
+    assert received == {key: value for key, value in body.items() if not _in_the_url(family, key)}
+
+
+def _in_the_url(family: str, key: str) -> bool:
+    """generateContent takes the model in the URL path, not in the body."""
+    return family == "gemini_generate" and key == "model"
 
 
 def test_no_server_is_a_retryable_transport_error() -> None:

@@ -221,6 +221,7 @@ def test_a_stale_worker_cannot_record_its_reply(demo) -> None:
         model="m",
         turn=0,
         request_body={},
+        conversation_length=0,
         transport=transport_for(fresh),
     )
     reply, parsed = turns._request(claim)

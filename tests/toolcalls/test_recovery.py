@@ -158,8 +158,8 @@ def test_a_read_call_whose_worker_died_runs_again(demo, monkeypatch) -> None:
 
 
 def test_a_call_whose_wake_up_was_lost_is_handed_out_again(demo, monkeypatch) -> None:
-    # The broker loses the message that hands the call to a worker.
-    monkeypatch.setattr(tasks.execute_call, "apply_async", lambda *args, **kwargs: None)
+    # The wake-up that hands the call to a worker is lost.
+    monkeypatch.setattr("toolcalls.services.dispatch.enqueue_execute", lambda *a, **kw: None)
     operation = start(
         demo, [r.response(r.call("g", "get_order", {"order_id": "ORD-1001"})), r.final()]
     )

@@ -556,7 +556,7 @@ class OperationTurnsView(ApiListView):
 
     def get_queryset(self) -> QuerySet[ModelTurn]:
         operation = self.operation(self.kwargs["public_id"])
-        return operation.turns.defer("request_body", "reply")
+        return operation.turns.defer("request_frame", "request_items", "reply")
 
 
 @extend_schema(tags=["operations"], responses={200: CallSerializer(many=True), **ERRORS})

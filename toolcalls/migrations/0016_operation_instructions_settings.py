@@ -29,6 +29,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='operation',
             name='settings',
-            field=models.JSONField(blank=True, default=dict, help_text='Model settings asked for (providers.base.ModelSettings).'),
+            field=models.JSONField(blank=True, default=dict, help_text='Model settings asked for (ModelSettings).'),
         ),
     ]

@@ -230,7 +230,7 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
     calls = list(
         ToolCall.objects.filter(turn_id=Subquery(latest))
         .select_related("turn")
-        .defer("turn__request_body", "turn__reply")
+        .defer("turn__request_frame", "turn__request_items", "turn__reply")
         .order_by("position")
     )
     if not calls:

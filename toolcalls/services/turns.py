@@ -60,6 +60,8 @@ class TurnClaim:
     model: str
     turn: int
     request_body: dict[str, Any]
+    #: Items of the conversation the body carries (at the end of its conversation field).
+    conversation_length: int
     transport: ModelTransport
     results: tuple[ToolResultMessage, ...] = ()
 
@@ -193,6 +195,7 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
         model=operation.model,
         turn=operation.turn_count,
         request_body=body,
+        conversation_length=len(operation.conversation),
         transport=transport,
         results=tuple(results),
     )
@@ -294,7 +297,7 @@ def _store_turn(
         raw_reason=storable(parsed.raw_reason or ""),
         text=storable(parsed.text or ""),
         error_message=storable(parsed.error_message or ""),
-        request_body=claim.request_body,
+        **_request_stored(step, claim, adapter.conversation_field),
         reply=storable(reply.as_dict()) if reply else None,
         input_tokens=usage.input_tokens if usage else 0,
         output_tokens=usage.output_tokens if usage else 0,
@@ -308,6 +311,20 @@ def _store_turn(
     )
     _count(step, turn, claim.model)
     return turn
+
+
+def _request_stored(step: Step, claim: TurnClaim, field: str) -> dict[str, Any]:
+    """The request body as a turn stores it: a frame whose conversation field keeps only what
+    the adapter put before the conversation, and the conversation items no earlier turn
+    stored (``ModelTurn.request_body`` joins them again). Storage grows with the items, not
+    with the square of the turns."""
+    operation, sent = step.operation, claim.request_body[field]
+    start = len(sent) - claim.conversation_length
+    new_items = sent[start + operation.conversation_stored :]
+    operation.conversation_stored = claim.conversation_length
+    step.change(operation, "conversation_stored")
+    frame = {**claim.request_body, field: sent[:start]}
+    return {"request_frame": frame, "request_items": new_items}
 
 
 def _count(step: Step, turn: ModelTurn, model: str) -> None:

@@ -149,7 +149,7 @@ def call_step(call_pk: int) -> Iterator[Step]:
         call = (
             ToolCall.objects.select_for_update(of=("self",))
             .select_related("turn")
-            .defer("turn__request_body", "turn__reply")
+            .defer("turn__request_frame", "turn__request_items", "turn__reply")
             .get(pk=call_pk)
         )
         step = Step(operation, [call])

@@ -262,7 +262,7 @@ class _Seeder:
                 ModelTurn,
                 index=0,
                 outcome="TOOL_PROPOSALS",
-                request_body={},
+                request_frame={},
                 input_tokens=100,
                 output_tokens=20,
                 provider="openai",
