@@ -306,6 +306,14 @@ class Operation(models.Model):
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
             models.Index(fields=["tenant", "-created_at"], name="operation_tenant_created"),
+            # The console's operations list, filtered by state or customer, newest first.
+            models.Index(
+                fields=["tenant", "state", "-created_at", "-id"], name="operation_tenant_state"
+            ),
+            models.Index(
+                fields=["tenant", "subject_ref", "-created_at", "-id"],
+                name="operation_tenant_subject",
+            ),
         ]
 
     def __str__(self) -> str:
