@@ -100,6 +100,7 @@ class OperationFilters:
     state: str = ""
     tool: str = ""
     customer: str = ""
+    agent: str = ""
     created_from: datetime | None = None
     created_to: datetime | None = None
 
@@ -116,12 +117,18 @@ def operations_list(
     """One page of the user's tenants' operations, newest first, keyset-paged on
     ``(created_at, id)`` over the indexes ``operation_tenant_created``, ``…_state`` and
     ``…_subject``. A tool filter keeps operations with at least one call of that tool."""
-    rows = operations_visible(user=user).select_related("tenant", "requested_by")
+    related = ("tenant", "requested_by", "agent_revision__profile")
+    rows = operations_visible(user=user).select_related(*related)
     rows = rows.only(*_LISTED)
     if filters.state:
         rows = rows.filter(state=filters.state)
     if filters.customer:
         rows = rows.filter(subject_ref=filters.customer)
+    if filters.agent:
+        name, _, number = filters.agent.partition("@")
+        rows = rows.filter(agent_revision__profile__name=name)
+        if number:
+            rows = rows.filter(agent_revision__number=int(number) if number.isdigit() else -1)
     if filters.tool:
         calls = ToolCall.objects.filter(operation_id=OuterRef("pk"), tool_name=filters.tool)
         rows = rows.filter(Exists(calls))
@@ -137,6 +144,8 @@ _LISTED = (
     "tenant__slug",
     "subject_ref",
     "requested_by__username",
+    "agent_revision__number",
+    "agent_revision__profile__name",
     "state",
     "terminal_reason",
     "tool_call_count",

@@ -21,9 +21,11 @@ from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from tests.factories import ApprovalRequestFactory, OperationFactory
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.console.models import SearchKey
 from toolcalls.models import Operation
 from toolcalls.registry import ToolContext, ToolError
+from toolcalls.services.agents import AgentDefinition, agent_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -187,6 +189,23 @@ def test_operations_list_filters_pages_and_pins_its_queries(
     tomorrow = (timezone.localdate() + timedelta(days=1)).isoformat()
     later = client.get(reverse("operations:list"), {"created_from": tomorrow})
     assert "No operations with these filters" in later.content.decode()
+
+
+def test_operations_list_filters_by_agent_profile(demo, django_assert_max_num_queries) -> None:
+    definition: AgentDefinition = {"family": "openai_responses", "model": "gpt-5.1-test"}
+    revision = agent_create(
+        tenant=demo.tenant, name="refunds", definition=definition, actor=Actor.system("test")
+    )
+    profiled = OperationFactory.create(tenant=demo.tenant, agent_revision=revision)
+    OperationFactory.create(tenant=demo.tenant)
+    client = _client("support")
+    for agent, shown in (("refunds", 1), ("refunds@1", 1), ("refunds@2", 0), ("other", 0)):
+        with django_assert_max_num_queries(8):
+            text = client.get(reverse("operations:list"), {"agent": agent}).content.decode()
+        assert text.count('data-label="Operation"') == shown
+    listed = client.get(reverse("operations:list"), {"agent": "refunds"}).content.decode()
+    assert profiled.public_id in listed
+    assert "<code>refunds@1</code>" in listed
 
 
 def test_decisions_history_says_who_what_when_why(demo, django_assert_max_num_queries) -> None:

@@ -73,6 +73,12 @@ class OperationFilterForm(forms.Form):
     )
     tool = forms.ChoiceField(required=False, label="Tool used")
     customer = forms.CharField(required=False, max_length=200, label="Customer")
+    agent = forms.CharField(
+        required=False,
+        max_length=60,
+        label="Agent",
+        help_text="A profile's name, or name@revision.",
+    )
     created_from = forms.DateField(
         required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"})
     )
@@ -94,6 +100,7 @@ class OperationFilterForm(forms.Form):
             state=data.get("state", ""),
             tool=data.get("tool", ""),
             customer=data.get("customer", "").strip(),
+            agent=data.get("agent", "").strip(),
             created_from=_day_start(start) if start else None,
             created_to=_day_start(end + timedelta(days=1)) if end else None,
         )
