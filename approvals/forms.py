@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django import forms
 
+from approvals.selectors import DecisionFilters, QueueFilters
+from approvals.states import ApprovalState
 from toolcalls.registry import RISKS
 
 #: Deepest edited arguments accepted, as the API accepts in a body: tool arguments nest a few
@@ -71,14 +74,33 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
 
 
 class QueueFilterForm(forms.Form):
-    """Filters of the approval queue (GET)."""
+    """Filters and order of the approval queue (GET); every control has a visible label."""
 
-    tool = forms.ChoiceField(required=False)
+    tool = forms.ChoiceField(required=False, label="Tool")
     risk = forms.ChoiceField(
-        required=False, choices=[("", "any risk"), *[(risk, risk) for risk in RISKS]]
+        required=False,
+        label="Risk",
+        choices=[("", "any risk"), *[(risk, risk) for risk in RISKS]],
     )
-    tenant = forms.ChoiceField(required=False)
-    expiring = forms.BooleanField(required=False, label="expiring within 15 minutes")
+    tenant = forms.ChoiceField(required=False, label="Tenant")
+    requester = forms.CharField(required=False, max_length=150, label="Requested by")
+    amount_min = forms.DecimalField(
+        required=False, min_value=0, max_digits=14, decimal_places=2, label="Amount from"
+    )
+    amount_max = forms.DecimalField(
+        required=False, min_value=0, max_digits=14, decimal_places=2, label="Amount to"
+    )
+    expiring = forms.BooleanField(required=False, label="Expiring within 15 minutes")
+    sort = forms.ChoiceField(
+        required=False,
+        label="Sort by",
+        choices=[
+            ("expiry", "soonest expiry"),
+            ("age", "oldest first"),
+            ("amount", "largest amount"),
+            ("risk", "highest risk"),
+        ],
+    )
 
     def __init__(self, *args: Any, tools: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,3 +108,73 @@ class QueueFilterForm(forms.Form):
         assert isinstance(tool, forms.ChoiceField) and isinstance(tenant, forms.ChoiceField)
         tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
         tenant.choices = [("", "any tenant"), *[(slug, slug) for slug in tenants]]
+
+    def filters(self) -> QueueFilters:
+        """The valid filters (an invalid form filters nothing), amounts in cents."""
+        data = self.cleaned_data if self.is_valid() else {}
+        return QueueFilters(
+            tool=data.get("tool", ""),
+            risk=data.get("risk", ""),
+            tenant=data.get("tenant", ""),
+            requester=data.get("requester", "").strip(),
+            amount_min=_cents(data.get("amount_min")),
+            amount_max=_cents(data.get("amount_max")),
+            expiring=bool(data.get("expiring")),
+            sort=data.get("sort") or "expiry",
+        )
+
+
+def _cents(amount: Decimal | None) -> int | None:
+    return None if amount is None else int(amount * 100)
+
+
+class DecisionFilterForm(forms.Form):
+    """Filters of the decisions history (GET)."""
+
+    state = forms.ChoiceField(
+        required=False,
+        label="Decision",
+        choices=[("", "any decision"), *[(s, s.lower()) for s in ApprovalState.values[1:]]],
+    )
+    tool = forms.ChoiceField(required=False, label="Tool")
+    decided_by = forms.CharField(required=False, max_length=150, label="Decided by")
+
+    def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tool = self.fields["tool"]
+        assert isinstance(tool, forms.ChoiceField)
+        tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
+
+    def filters(self) -> DecisionFilters:
+        data = self.cleaned_data if self.is_valid() else {}
+        return DecisionFilters(
+            state=data.get("state", ""),
+            tool=data.get("tool", ""),
+            decided_by=data.get("decided_by", "").strip(),
+        )
+
+
+class BulkDecisionForm(forms.Form):
+    """Approve or deny the approvals ticked in the queue (public IDs), with one reason."""
+
+    approval = forms.MultipleChoiceField(required=True)
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+    reason = forms.CharField(required=False, max_length=1000)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["approval"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        # Any ID is accepted here; the view keeps those of the user's tenants.
+        given = self.data.getlist("approval") if hasattr(self.data, "getlist") else []
+        field.choices = [(value, value) for value in given]
+
+    def clean_approval(self) -> list[str]:
+        values: list[str] = self.cleaned_data["approval"]
+        if len(values) > MAX_BULK:
+            raise forms.ValidationError(f"Decide at most {MAX_BULK} approvals at once.")
+        return values
+
+
+#: Approvals one bulk decision takes at most (a queue page).
+MAX_BULK = 50

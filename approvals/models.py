@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from approvals.states import ApprovalState
 from toolcalls.ids import new_approval_id
@@ -13,6 +18,12 @@ from toolcalls.states import OPERATION_ACTIVE
 #: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
 #: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).
 DECIDABLE = models.Q(state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE)
+#: Sort keys of the queue (indexed below): the amount with "none" last, and the risk class from
+#: irreversible (2) to read (0).
+AMOUNT = Coalesce("amount_cents", Value(-1))
+RISK_RANK = Case(
+    When(risk="irreversible", then=Value(2)), When(risk="write", then=Value(1)), default=Value(0)
+)
 
 
 class ApprovalRequest(models.Model):
@@ -33,6 +44,11 @@ class ApprovalRequest(models.Model):
     amount_cents = models.BigIntegerField(
         null=True, blank=True, help_text="The money amount, when the tool names one."
     )
+    summary = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What the call means to people: the tool's summary as [field, value] pairs.",
+    )
     original_arguments = models.TextField(
         blank=True, help_text="The model's arguments when an operator edited them."
     )
@@ -41,7 +57,7 @@ class ApprovalRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     schema_version = models.CharField(max_length=80)
-    policy_revision = models.CharField(max_length=80)
+    policy_revision = models.CharField(max_length=200)
     reason = models.CharField(max_length=500, help_text="Why the policy asks for approval.")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
@@ -77,10 +93,44 @@ class ApprovalRequest(models.Model):
             models.Index(
                 fields=["state", "tool_name", "expires_at", "id"], name="approval_tool_queue"
             ),
+            models.Index(
+                fields=["tenant", "state", "created_at", "id"], name="approval_tenant_age"
+            ),
+            models.Index(
+                F("tenant"), F("state"), AMOUNT.desc(), F("id"), name="approval_tenant_amount"
+            ),
+            models.Index(
+                F("tenant"),
+                F("state"),
+                RISK_RANK.desc(),
+                F("expires_at"),
+                F("id"),
+                name="approval_tenant_risk",
+            ),
+            models.Index(fields=["tenant", "-decided_at", "-id"], name="approval_tenant_decided"),
         ]
 
     def __str__(self) -> str:
         return self.public_id
+
+    @property
+    def decidable_until(self) -> datetime:
+        """Its expiry, or its operation's deadline when that is sooner (an approval opened
+        before the deadline bounded its expiry may outlive the deadline; the deadline still
+        wins). Reads ``operation``."""
+        deadline = self.operation.deadline_at
+        return min(self.expires_at, deadline) if deadline else self.expires_at
+
+    @property
+    def expired_now(self) -> bool:
+        """Still PENDING but past :attr:`decidable_until` by this server's clock: expired,
+        whether or not the sweep has recorded it yet. Reads ``operation``."""
+        return self.state == ApprovalState.PENDING and timezone.now() >= self.decidable_until
+
+    @property
+    def shown_state(self) -> str:
+        """The state people see: EXPIRED as soon as :attr:`expired_now`."""
+        return ApprovalState.EXPIRED if self.expired_now else self.state
 
     @property
     def superseded(self) -> bool:

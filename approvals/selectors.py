@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q, QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from approvals.models import DECIDABLE, ApprovalRequest
+from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest
+from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.diffs import arguments_diff
-from toolcalls.models import Tenant, ToolCall
+from toolcalls.keyset import Key, Page, keyset_page, ordering
+from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
 from toolcalls.services.results import tool_context
 
@@ -51,65 +52,124 @@ def approvals_pending_count(*, user: User) -> int:
 
 @dataclass(frozen=True)
 class QueueFilters:
-    """Queue filters from the query string; empty values filter nothing."""
+    """Queue filters and order from the query string; empty values filter nothing. Amounts are
+    in cents; ``sort`` is a key of :data:`QUEUE_SORTS`."""
 
     tool: str = ""
     risk: str = ""
     tenant: str = ""
+    requester: str = ""
+    amount_min: int | None = None
+    amount_max: int | None = None
     expiring: bool = False
+    sort: str = "expiry"
 
     def query(self) -> dict[str, str]:
-        """The filters as query-string parameters (for links to the next page)."""
-        values = {"tool": self.tool, "risk": self.risk, "tenant": self.tenant}
-        found = {name: value for name, value in values.items() if value}
-        return {**found, "expiring": "1"} if self.expiring else found
+        """The filters as query-string parameters (for links to the next page), amounts in the
+        currency's units as the form takes them."""
+        values = {
+            "tool": self.tool,
+            "risk": self.risk,
+            "tenant": self.tenant,
+            "requester": self.requester,
+            "amount_min": _units(self.amount_min),
+            "amount_max": _units(self.amount_max),
+            "expiring": "1" if self.expiring else "",
+            "sort": "" if self.sort == "expiry" else self.sort,
+        }
+        return {name: value for name, value in values.items() if value}
 
 
-@dataclass(frozen=True)
-class QueuePage:
-    approvals: list[ApprovalRequest]
-    next_cursor: str | None
+def _units(cents: int | None) -> str:
+    return "" if cents is None else f"{cents / 100:.2f}"
 
 
-def _cursor(approval: ApprovalRequest) -> str:
-    raw = json.dumps([approval.expires_at.isoformat(), approval.pk]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
+#: The queue's orders: soonest expiry, oldest first, largest amount (none last), highest risk
+#: (then soonest expiry). Each is indexed (``ApprovalRequest.Meta.indexes``).
+QUEUE_SORTS: dict[str, tuple[Key, ...]] = {
+    "expiry": (Key("expires_at"), Key("pk")),
+    "age": (Key("created_at"), Key("pk")),
+    "amount": (Key("sort_amount", descending=True), Key("pk")),
+    "risk": (Key("risk_rank", descending=True), Key("expires_at"), Key("pk")),
+}
 
 
-def _position(cursor: str) -> tuple[datetime, int] | None:
-    try:
-        expires, pk = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(expires), int(pk)
-    except (ValueError, TypeError):
-        return None  # a damaged cursor starts from the first page
+def _queue_rows(user: User, filters: QueueFilters) -> QuerySet[ApprovalRequest]:
+    # The operation is joined for its state only: its row (the whole conversation) is not read.
+    rows = _pending(user).select_related("tenant", "requested_by")
+    rows = rows.annotate(sort_amount=AMOUNT, risk_rank=RISK_RANK)
+    exact = {"tool_name": filters.tool, "risk": filters.risk, "tenant__slug": filters.tenant}
+    rows = rows.filter(**{field: value for field, value in exact.items() if value})
+    if filters.requester:
+        rows = rows.filter(requested_by__username=filters.requester)
+    if filters.amount_min is not None:
+        rows = rows.filter(amount_cents__gte=filters.amount_min)
+    if filters.amount_max is not None:
+        rows = rows.filter(amount_cents__lte=filters.amount_max)
+    if filters.expiring:
+        rows = rows.filter(expires_at__lte=timezone.now() + EXPIRING_SOON)
+    return rows
 
 
 def approvals_queue(
     *, user: User, filters: QueueFilters, cursor: str | None = None, size: int = PAGE_SIZE
-) -> QueuePage:
-    """One page of pending approvals, soonest expiry first, keyset-paginated on
-    ``(expires_at, id)`` so a page costs the same at row 100,000 as at row 1."""
-    # The operation is joined for its state only: its row (the whole conversation) is not read.
-    rows = _pending(user).select_related("tenant", "requested_by")
+) -> Page[ApprovalRequest]:
+    """One page of pending approvals in the order ``filters.sort`` names, keyset-paginated so a
+    page costs the same at row 100,000 as at row 1. Approvals past their expiry that the sweep
+    has not reached yet are included (the console shows them expired)."""
+    keys = QUEUE_SORTS.get(filters.sort, QUEUE_SORTS["expiry"])
+    return keyset_page(_queue_rows(user, filters), keys=keys, cursor=cursor, size=size)
+
+
+def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) -> str | None:
+    """The public ID of the first approval of the queue (same filters and order) that ``user``
+    can decide now, other than ``after``; ``None`` when there is none."""
+    keys = QUEUE_SORTS.get(filters.sort, QUEUE_SORTS["expiry"])
+    rows = (
+        _queue_rows(user, filters)
+        .exclude(pk=after.pk)
+        .exclude(requested_by=user)
+        .filter(expires_at__gt=timezone.now())
+    )
+    return rows.order_by(*ordering(keys)).values_list("public_id", flat=True).first()
+
+
+#: The decisions history's order: the latest decision first.
+DECIDED_ORDER = (Key("decided_at", descending=True), Key("pk", descending=True))
+
+
+@dataclass(frozen=True)
+class DecisionFilters:
+    """Filters of the decisions history; empty values filter nothing."""
+
+    state: str = ""
+    tool: str = ""
+    decided_by: str = ""
+
+    def query(self) -> dict[str, str]:
+        values = {"state": self.state, "tool": self.tool, "decided_by": self.decided_by}
+        return {name: value for name, value in values.items() if value}
+
+
+def approvals_decided(
+    *, user: User, filters: DecisionFilters, cursor: str | None = None, size: int = PAGE_SIZE
+) -> Page[ApprovalRequest]:
+    """One page of decided approvals of the user's tenants (approved, denied, expired), most
+    recent decision first, keyset-paginated on ``(decided_at, id)`` (index
+    ``approval_tenant_decided``). Each row carries ``operation_public_id``."""
+    rows = (
+        approvals_visible(user=user)
+        .exclude(state=ApprovalState.PENDING)
+        .select_related("tenant", "decided_by", "requested_by")
+        .annotate(operation_public_id=F("operation__public_id"))
+    )
+    if filters.state:
+        rows = rows.filter(state=filters.state)
     if filters.tool:
         rows = rows.filter(tool_name=filters.tool)
-    if filters.risk:
-        rows = rows.filter(risk=filters.risk)
-    if filters.tenant:
-        rows = rows.filter(tenant__slug=filters.tenant)
-    if filters.expiring:
-        rows = rows.filter(expires_at__lte=timezone.now() + EXPIRING_SOON)
-    position = _position(cursor) if cursor else None
-    if position:
-        expires, pk = position
-        # The ``>=`` bounds the index scan (tenant, state, expires_at); the OR alone would be
-        # a filter over every earlier row: 50 ms half-way down a queue of 100k.
-        rows = rows.filter(expires_at__gte=expires).filter(
-            Q(expires_at__gt=expires) | Q(expires_at=expires, pk__gt=pk)
-        )
-    found = list(rows.order_by("expires_at", "pk")[: size + 1])
-    next_cursor = _cursor(found[size - 1]) if len(found) > size else None
-    return QueuePage(approvals=found[:size], next_cursor=next_cursor)
+    if filters.decided_by:
+        rows = rows.filter(decided_by__username=filters.decided_by)
+    return keyset_page(rows, keys=DECIDED_ORDER, cursor=cursor, size=size)
 
 
 def approval_get(*, user: User, public_id: str) -> ApprovalRequest:
@@ -163,13 +223,38 @@ def approval_earlier_proposals(*, approval: ApprovalRequest) -> list[dict[str, A
 
 
 def approval_preview(*, approval: ApprovalRequest) -> dict[str, Any] | None:
-    """The tool's dry run of the effect, when it offers one: ``{"data": …}`` or
-    ``{"error": message}``; ``None`` for tools without a preview."""
+    """The tool's dry run of the effect: first the precondition the execution checks again
+    (``ToolSpec.precondition``), then the preview. ``{"data": …}``, ``{"data": {}}`` when the
+    precondition holds and there is no preview, or ``{"error": message}`` when either raises
+    :class:`ToolError` (approving could not have the effect shown); ``None`` for tools with
+    neither."""
     spec = registry.get(approval.tool_name)
-    if spec is None or spec.preview is None:
+    if spec is None or (spec.preview is None and spec.precondition is None):
         return None
     arguments = json.loads(approval.canonical_arguments)
+    ctx = tool_context(approval.operation, approval.call)
     try:
-        return {"data": spec.preview(tool_context(approval.operation, approval.call), arguments)}
+        if spec.precondition is not None:
+            spec.precondition(ctx, arguments)
+        return {"data": spec.preview(ctx, arguments) if spec.preview else {}}
     except ToolError as exc:
         return {"error": exc.message}
+
+
+def operation_approvals(*, operation: Operation) -> list[ApprovalRequest]:
+    """The approvals of one operation (already scoped by the caller), in the order asked."""
+    return list(
+        ApprovalRequest.objects.filter(operation=operation)
+        .select_related("decided_by")
+        .order_by("created_at", "pk")
+    )
+
+
+def approvals_currency(*, approvals: list[ApprovalRequest]) -> str:
+    """The currency the tools' summaries of ``approvals`` name ("" when none does): the
+    console shows an operation's other amounts in cents in it."""
+    for approval in approvals:
+        for pair in approval.summary:
+            if isinstance(pair, list) and len(pair) == 2 and pair[0] == "currency":
+                return str(pair[1])
+    return ""

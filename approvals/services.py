@@ -23,7 +23,7 @@ from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
 from toolcalls.actors import ENGINE, EXPIRY_SWEEP, Actor
 from toolcalls.diffs import arguments_diff
 from toolcalls.models import Operation, Tenant, ToolCall
-from toolcalls.registry import ToolSpec
+from toolcalls.registry import ToolError, ToolSpec
 from toolcalls.services.approvals import (
     ApprovalError,
     ApprovalTerms,
@@ -33,11 +33,18 @@ from toolcalls.services.approvals import (
     call_decide,
     call_expire,
 )
+from toolcalls.services.results import tool_context
 from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
 from toolcalls.states import AuditKind
 
-__all__ = ["DECIDE_PERMISSION", "ApprovalError", "approval_decide", "approvals_expire_due"]
+__all__ = [
+    "DECIDE_PERMISSION",
+    "ApprovalError",
+    "approval_decide",
+    "approvals_decide_each",
+    "approvals_expire_due",
+]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
@@ -83,6 +90,7 @@ def approval_request_open(
         policy_revision=spec.approval.revision,
         reason=reason,
         amount_cents=_amount(spec, call.arguments),
+        summary=_summary(spec, operation, call, call.arguments),
         requested_by_id=operation.requested_by_id,
         created_at=now,
         expires_at=_expiry(now, operation),
@@ -110,22 +118,28 @@ def _expiry(now: datetime, operation: Operation) -> datetime:
     return min(expiry, operation.deadline_at) if operation.deadline_at else expiry
 
 
-def _decidable_until(approval: ApprovalRequest) -> datetime:
-    """Its expiry, or its operation's deadline when that is sooner (an approval opened before
-    the deadline bounded its expiry may outlive the deadline; the deadline still wins)."""
-    deadline = approval.operation.deadline_at
-    return min(approval.expires_at, deadline) if deadline else approval.expires_at
-
-
 def _expired(approval: ApprovalRequest) -> bool:
-    """Whether ``approval`` (locked by :func:`_locked`) is past :func:`_decidable_until` by
+    """Whether ``approval`` (locked by :func:`_locked`) is past its ``decidable_until`` by
     database time."""
-    return bool(approval.db_now >= _decidable_until(approval))  # type: ignore[attr-defined]
+    return bool(approval.db_now >= approval.decidable_until)  # type: ignore[attr-defined]
 
 
 def _amount(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> int | None:
     value = (arguments or {}).get(spec.amount_field) if spec.amount_field else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _summary(
+    spec: ToolSpec, operation: Operation, call: ToolCall, arguments: Mapping[str, Any] | None
+) -> list[list[Any]]:
+    """The tool's summary of the call for people (``ToolSpec.summary``) as ``[field, value]``
+    pairs in the tool's order (a JSON object would not keep it), ``[]`` without one."""
+    if spec.summary is None or arguments is None:
+        return []
+    try:
+        return [[k, v] for k, v in spec.summary(tool_context(operation, call), arguments).items()]
+    except ToolError:
+        return []
 
 
 def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError | None:
@@ -187,9 +201,27 @@ def approval_decide(
         else:
             _decide(step, approval, actor, who, approve, reason, arguments)
     if expired:
-        expiry = _decidable_until(approval)
+        expiry = approval.decidable_until
         raise ApprovalError("expired", f"This approval expired at {expiry:%Y-%m-%d %H:%M:%S} UTC.")
     return approval
+
+
+def approvals_decide_each(
+    *, approval_pks: list[int], actor: User, approve: bool, reason: str = ""
+) -> list[ApprovalError | None]:
+    """Approve or deny several approvals, each exactly as :func:`approval_decide` does (its own
+    transaction, row locks, every revalidation, its audit events): one refused never stops the
+    others. Returns, in order, ``None`` for each decided and the :class:`ApprovalError` for each
+    refused (already decided, expired, superseded, self-approval, no reason for a denial …)."""
+    results: list[ApprovalError | None] = []
+    for approval_pk in approval_pks:
+        try:
+            approval_decide(approval_pk=approval_pk, actor=actor, approve=approve, reason=reason)
+        except ApprovalError as exc:
+            results.append(exc)
+        else:
+            results.append(None)
+    return results
 
 
 def _locked(step: Step, approval_pk: int) -> ApprovalRequest:
@@ -267,6 +299,7 @@ def _edit(
     approval.canonical_arguments = edit.canonical
     approval.arguments_sha256 = edit.sha256
     approval.amount_cents = _amount(edit.spec, edit.value)
+    approval.summary = _summary(edit.spec, step.operation, call, edit.value)
     approval.edited_by = actor
     step.change(approval, *_EDITED)
     step.audit(
@@ -291,6 +324,7 @@ _EDITED = (
     "canonical_arguments",
     "arguments_sha256",
     "amount_cents",
+    "summary",
     "edited_by",
 )
 

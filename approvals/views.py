@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals import selectors
-from approvals.forms import DecisionForm, QueueFilterForm
+from approvals.forms import BulkDecisionForm, DecisionFilterForm, DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
-from approvals.services import ApprovalError, approval_decide, decision_refusal
+from approvals.services import (
+    ApprovalError,
+    approval_decide,
+    approvals_decide_each,
+    decision_refusal,
+)
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.models import Tenant
+from toolcalls.storage import storable
 
 DECISIONS = ("approve", "deny")
 
@@ -32,34 +41,55 @@ def _approval(request: AuthenticatedHttpRequest, public_id: str) -> ApprovalRequ
 def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str | None:
     """Why this user cannot decide this approval now, or ``None``."""
     refusal = decision_refusal(approval=approval, user=request.user)
-    return refusal.message if refusal else None
+    if refusal:
+        return refusal.message
+    if approval.expired_now:  # shown at once, before the sweep records it
+        return "This approval has expired; it can no longer be decided."
+    return None
 
 
 def _pretty(canonical: str) -> str:
     return json.dumps(json.loads(canonical), indent=2)
 
 
+def _queue_form(request: AuthenticatedHttpRequest, data: Any) -> QueueFilterForm:
+    tenants = list(Tenant.objects.filter(members=request.user).values_list("slug", flat=True))
+    return QueueFilterForm(data or None, tools=registry.names(), tenants=tenants)
+
+
 @login_required
 def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
-    tenants = list(Tenant.objects.filter(members=request.user).values_list("slug", flat=True))
-    form = QueueFilterForm(request.GET or None, tools=registry.names(), tenants=tenants)
-    data = form.cleaned_data if form.is_valid() else {}
-    filters = selectors.QueueFilters(
-        tool=data.get("tool", ""),
-        risk=data.get("risk", ""),
-        tenant=data.get("tenant", ""),
-        expiring=bool(data.get("expiring")),
-    )
+    form = _queue_form(request, request.GET)
+    filters = form.filters()
     page = selectors.approvals_queue(
         user=request.user, filters=filters, cursor=request.GET.get("after")
     )
-    context = {"form": form, "page": page, "filters": filters.query()}
+    context = {"form": form, "page": page, "filters": filters.query(), "now": timezone.now()}
     return render(request, "approvals/queue.html", context)
+
+
+@login_required
+def decisions(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Who decided what, when, with what reason: newest first, keyset-paged."""
+    form = DecisionFilterForm(request.GET or None, tools=registry.names())
+    filters = form.filters()
+    page = selectors.approvals_decided(
+        user=request.user, filters=filters, cursor=request.GET.get("after")
+    )
+    context = {"form": form, "page": page, "filters": filters.query()}
+    return render(request, "approvals/decisions.html", context)
+
+
+def _preview(approval: ApprovalRequest) -> dict[str, Any] | None:
+    if approval.state != ApprovalState.PENDING or approval.expired_now:
+        return None
+    return selectors.approval_preview(approval=approval)
 
 
 @login_required
 def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     approval = _approval(request, public_id)
+    preview = _preview(approval)
     context = {
         "approval": approval,
         "spec": registry.get(approval.tool_name),
@@ -70,12 +100,25 @@ def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
         "model_said": selectors.approval_model_said(approval=approval),
         "siblings": selectors.approval_siblings(approval=approval),
         "earlier": selectors.approval_earlier_proposals(approval=approval),
-        "preview": selectors.approval_preview(approval=approval)
-        if approval.state == ApprovalState.PENDING
-        else None,
+        "preview": preview,
         "blocker": _blocker(request, approval),
+        "approve_blocked": preview.get("error") if preview else None,
+        "queue_query": request.GET.urlencode(),
     }
     return render(request, "approvals/detail.html", context)
+
+
+def _dry_run_refusal(approval: ApprovalRequest) -> str | None:
+    """Why approving cannot have its effect, by the tool's dry run, or ``None``."""
+    preview = _preview(approval)
+    if preview and preview.get("error"):
+        return f"The dry run says approving cannot work: {preview['error']}"
+    return None
+
+
+#: Refusals that mean someone or something else settled the approval first: the decide page
+#: says so and keeps what the operator typed.
+_STALE = frozenset({"already_decided", "superseded", "expired"})
 
 
 @login_required
@@ -85,39 +128,95 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
     if decision not in DECISIONS:
         raise Http404("Unknown decision.")
     approval = _approval(request, public_id)
-    if _blocker(request, approval):  # the detail page says why
-        return redirect("approvals:detail", public_id=public_id)
+    posted = request.method == "POST"
     form = DecisionForm(
-        request.POST if request.method == "POST" else None,
+        request.POST if posted else None,
         decision=decision,
         arguments=_pretty(approval.canonical_arguments),
     )
-    if request.method == "POST" and form.is_valid():
+    blocker = _blocker(request, approval) or (
+        _dry_run_refusal(approval) if decision == "approve" else None
+    )
+    if blocker and not posted:  # the detail page says why
+        return redirect("approvals:detail", public_id=public_id)
+    if blocker:
+        form.is_valid()
+        form.add_error(None, f"Not recorded: {blocker}")
+    elif posted and form.is_valid():
         try:
-            approval_decide(
-                approval_pk=approval.pk,
-                actor=request.user,
-                approve=decision == "approve",
-                reason=form.cleaned_data["reason"],
-                arguments=form.cleaned_data.get("arguments"),
-            )
+            return _decided(request, approval, decision, form)
         except ApprovalError as exc:
-            if exc.code != "invalid_edit":
+            if exc.code != "invalid_edit" and exc.code not in _STALE:
                 raise  # shown on the approval page by refusals_shown
-            form.add_error("arguments", exc.message)
-            return render(
-                request,
-                "approvals/decide.html",
-                {"approval": approval, "decision": decision, "form": form},
-            )
-        edited = " with edited arguments" if form.cleaned_data.get("arguments") else ""
-        verb = "Approved" if decision == "approve" else "Denied"
-        messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")
-        return redirect("operations:detail", public_id=approval.operation.public_id)
+            form.add_error("arguments" if exc.code == "invalid_edit" else None, exc.message)
     context = {
         "approval": approval,
         "decision": decision,
         "form": form,
         "arguments_pretty": _pretty(approval.canonical_arguments),
+        "queue_query": request.GET.urlencode(),
     }
     return render(request, "approvals/decide.html", context)
+
+
+def _decided(
+    request: AuthenticatedHttpRequest,
+    approval: ApprovalRequest,
+    decision: str,
+    form: DecisionForm,
+) -> HttpResponse:
+    """Record the decision, then go to the operation (its outcome on top), or with "& next" to
+    the next approval of the queue the operator came from (the same filters and order)."""
+    approval_decide(
+        approval_pk=approval.pk,
+        actor=request.user,
+        approve=decision == "approve",
+        reason=form.cleaned_data["reason"],
+        arguments=form.cleaned_data.get("arguments"),
+    )
+    edited = " with edited arguments" if form.cleaned_data.get("arguments") else ""
+    verb = "Approved" if decision == "approve" else "Denied"
+    messages.success(request, f"{verb} {approval.tool_name}{edited} ({approval.public_id}).")
+    if "next" not in request.POST:
+        return redirect("operations:detail", public_id=approval.operation.public_id)
+    queue_form = _queue_form(request, request.GET)
+    following = selectors.approval_next(
+        user=request.user, filters=queue_form.filters(), after=approval
+    )
+    query = f"?{request.GET.urlencode()}" if request.GET else ""
+    if following is None:
+        messages.info(request, "That was the last approval you can decide in this queue.")
+        return redirect(reverse("approvals:queue") + query)
+    return redirect(reverse("approvals:detail", args=[following]) + query)
+
+
+@login_required
+@require_POST
+def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Approve or deny the approvals ticked in the queue, each decided on its own with every
+    check a single decision has (the dry run included for approvals); the page reports each
+    result. IDs outside the user's tenants are ignored."""
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Tick at least one approval (at most 50) and choose a decision.")
+        return redirect("approvals:queue")
+    approve = form.cleaned_data["decision"] == "approve"
+    ids = [value for value in form.cleaned_data["approval"] if storable(value) == value]
+    approvals = list(
+        selectors.approvals_visible(user=request.user)
+        .filter(public_id__in=ids)
+        .select_related("operation__tenant", "call")
+        .order_by("expires_at", "pk")
+    )
+    refused = {a.pk: _dry_run_refusal(a) for a in approvals} if approve else {}
+    runnable = [a for a in approvals if not refused.get(a.pk)]
+    results = approvals_decide_each(
+        approval_pks=[a.pk for a in runnable],
+        actor=request.user,
+        approve=approve,
+        reason=form.cleaned_data["reason"],
+    )
+    outcome = {a.pk: exc.message if exc else None for a, exc in zip(runnable, results, strict=True)}
+    report = [(a, refused.get(a.pk) or outcome.get(a.pk)) for a in approvals]
+    context = {"report": report, "decision": form.cleaned_data["decision"]}
+    return render(request, "approvals/bulk.html", context)

@@ -34,7 +34,9 @@ from toolcalls.api.auth import api_key_create
 from toolcalls.api.views import cursor_sign
 from toolcalls.demo.models import Order
 from toolcalls.demo.services import CUSTOMER_REF, demo_seed
+from toolcalls.keyset import cursor_after
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
+from toolcalls.selectors import NEWEST_FIRST
 from toolcalls.services import execution, turns
 from toolcalls.services.catalogue import tenant_tools_enable
 from toolcalls.services.operations import operation_start
@@ -479,20 +481,41 @@ class _SayStream:
 def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     """p99 (ms) of the pending-approval list page through the console view (logged in as an
     operator: middleware, session, header count, template) and the API (``/api/v1/approvals``,
-    API key), half the samples the first page and half a page from the middle of the queue."""
+    API key), half the samples the first page and half a page from the middle of the queue;
+    and (``lists``) of the console's decisions history and operations list, first pages, pages
+    from the middle and the operations waiting for approval."""
     pending = ApprovalRequest.objects.filter(tenant=world.tenant, state=ApprovalState.PENDING)
     middle = pending.order_by("expires_at", "pk")[pending.count() // 2]
     console = Client(SERVER_NAME="localhost")
     console.force_login(world.operator)
-    deep = urlencode({"after": selectors._cursor(middle)})
+    deep = urlencode({"after": cursor_after(middle, selectors.QUEUE_SORTS["expiry"])})
     console_pages = ["/console/approvals/", f"/console/approvals/?{deep}"]
     _key, token = api_key_create(tenant=world.tenant, name="bench", scopes=["operations:read"])
     api = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
     position = base64.b64encode(urlencode({"p": str(middle.expires_at)}).encode()).decode()
     deep_api = urlencode({"cursor": cursor_sign(path="/api/v1/approvals", encoded=position)})
     api_pages = ["/api/v1/approvals", f"/api/v1/approvals?{deep_api}"]
+    decided = ApprovalRequest.objects.filter(tenant=world.tenant).exclude(
+        state=ApprovalState.PENDING
+    )
+    deep_decided = decided.order_by("-decided_at", "-pk")[decided.count() // 2]
+    operations = Operation.objects.filter(tenant=world.tenant)
+    deep_operation = operations.order_by("-created_at", "-pk")[operations.count() // 2]
+    lists_pages = [
+        "/console/approvals/decided/",
+        "/console/approvals/decided/?"
+        + urlencode({"after": cursor_after(deep_decided, selectors.DECIDED_ORDER)}),
+        "/console/operations/",
+        "/console/operations/?" + urlencode({"after": cursor_after(deep_operation, NEWEST_FIRST)}),
+        "/console/operations/?state=WAITING_APPROVAL",
+    ]
     found: dict[str, float | None] = {}
-    for label, client, pages in (("console", console, console_pages), ("api", api, api_pages)):
+    samples_of = (
+        ("console", console, console_pages),
+        ("api", api, api_pages),
+        ("lists", console, lists_pages),
+    )
+    for label, client, pages in samples_of:
         times = _sample(client, pages, samples)
         found[label] = percentile(times, 99)
         say(f"  {label}: p50 {percentile(times, 50):.1f} ms, p99 {found[label]:.1f} ms")

@@ -26,6 +26,8 @@ KEYS = (
     "queue_api_ms_p99_1k",
     "queue_console_ms_p99_100k",
     "queue_api_ms_p99_100k",
+    "lists_console_ms_p99_1k",
+    "lists_console_ms_p99_100k",
     "worker_rss_mb",
     "peer_turn_ms",
     "peer_op_ms",
@@ -121,6 +123,9 @@ TARGETS: dict[str, Target] = {
     "queue_ms_p99_100k": Target(
         "<= 1.5 x queue_ms_p99_1k",
         _at_most("queue_ms_p99_100k", _scaled("queue_ms_p99_1k", 1.5)),
+    ),
+    "lists_console_ms_p99_100k": Target(
+        "<= 100", _at_most("lists_console_ms_p99_100k", lambda _f: 100.0)
     ),
     "worker_rss_mb": Target("<= 150", _at_most("worker_rss_mb", lambda _f: 150.0)),
 }

@@ -70,4 +70,4 @@ def test_seed_approvals_fills_the_queue_and_the_history(demo: DemoSeed) -> None:
     assert decided.values("operation").distinct().count() == 3
     operator = demo.tenant.members.get(username="operator")
     page = selectors.approvals_queue(user=operator, filters=selectors.QueueFilters(), size=5)
-    assert len(page.approvals) == 5 and page.next_cursor
+    assert len(page.rows) == 5 and page.next_cursor

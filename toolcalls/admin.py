@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 
+from providers.families import ADAPTERS
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.admin_base import (
@@ -32,6 +33,8 @@ from toolcalls.admin_base import (
 )
 from toolcalls.errors import CallgateError
 from toolcalls.models import (
+    AgentProfile,
+    AgentRevision,
     AuditEvent,
     IdempotencyRecord,
     ModelTurn,
@@ -52,6 +55,12 @@ from toolcalls.remote.services import (
     remote_server_register,
     remote_tool_disable,
     remote_tool_enable,
+)
+from toolcalls.services.agents import (
+    AgentDefinition,
+    agent_create,
+    agent_definition_check,
+    agent_revise,
 )
 from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
 
@@ -488,3 +497,128 @@ class RemoteEventAdmin(
     json_fields = ("details",)
     list_display = ("created_at", "kind", "server", "tool", "actor")
     list_filter = ("kind",)
+
+
+class AgentProfileForm(forms.ModelForm):
+    """A profile's name and tenant (on creation), and the definition of its next revision,
+    checked as the service checks it; the form starts from the latest revision."""
+
+    family = forms.ChoiceField(choices=[(f, f) for f in sorted(ADAPTERS)])
+    model = forms.CharField(max_length=100)
+    instructions = forms.CharField(widget=forms.Textarea, required=False, strip=False)
+    settings = forms.JSONField(initial=dict, required=False, help_text="ModelSettings by name.")
+    tools = forms.JSONField(
+        required=False, help_text="Tool names, in order; empty: every tool of the tenant."
+    )
+    budgets = forms.JSONField(initial=dict, required=False, help_text="Guard overrides.")
+    approval_overrides = forms.JSONField(
+        initial=dict,
+        required=False,
+        help_text=AgentRevision._meta.get_field("approval_overrides").help_text,
+    )
+    note = forms.CharField(max_length=500, required=False, help_text="What changed, for people.")
+
+    class Meta:
+        model = AgentProfile
+        fields = ("tenant", "name")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            latest = self.instance.revisions.get(number=self.instance.latest_revision)
+            for name in ("family", "model", "instructions", "settings", "budgets"):
+                self.initial[name] = getattr(latest, name)
+            self.initial["tools"] = latest.tool_names
+            self.initial["approval_overrides"] = latest.approval_overrides
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        tenant = data.get("tenant") or getattr(self.instance, "tenant", None)
+        if tenant is None or self.errors:
+            return data
+        try:
+            self.definition = agent_definition_check(tenant=tenant, definition=self._asked(data))
+        except CallgateError as exc:
+            named = next(iter(exc.details.get("fields", {})), "").split(".")[0]
+            field = _ADMIN_FIELDS.get(exc.code, named if named in self.fields else None)
+            self.add_error(field, exc.message)
+        return data
+
+    def _asked(self, data: dict[str, Any]) -> AgentDefinition:
+        return AgentDefinition(
+            family=data["family"],
+            model=data["model"],
+            instructions=data.get("instructions", ""),
+            settings=data.get("settings") or {},
+            tool_names=data.get("tools") or None,
+            budgets=data.get("budgets") or {},
+            approval_overrides=data.get("approval_overrides") or {},
+        )
+
+
+#: The form field each refusal of the definition is about (``None``: the form as a whole).
+_ADMIN_FIELDS = {
+    "unknown_family": "family",
+    "unknown_tool": "tools",
+    "unsupported_setting": "settings",
+    "bad_budget": "budgets",
+}
+
+
+class AgentRevisionInline(admin.TabularInline):
+    model = AgentRevision
+    fields = ("number", "family", "model", "note", "created_by", "created_at")
+    readonly_fields = fields
+    ordering = ("-number",)
+    extra = 0
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.ModelAdmin):
+    """Create a profile (its revision 1) or change it: saving writes a new revision, never
+    changing an old one. Profiles are not deleted (operations keep their revisions)."""
+
+    form = AgentProfileForm
+    inlines = (AgentRevisionInline,)
+    list_display = ("name", "tenant", "latest_revision", "updated_at")
+    list_select_related = ("tenant",)
+    search_fields = ("name",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return ("tenant", "name") if obj is not None else ()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        actor = Actor.user(request.user)
+        note = form.cleaned_data.get("note", "")
+        if change:
+            agent_revise(profile=obj, changes=form.definition, actor=actor, note=note)
+            return
+        revision = agent_create(
+            tenant=obj.tenant, name=obj.name, definition=form.definition, actor=actor, note=note
+        )
+        obj.pk, obj._state.adding = revision.profile.pk, False
+
+
+@admin.register(AgentRevision)
+class AgentRevisionAdmin(
+    TenantScopedAdminMixin, ReadOnlyAdminMixin, JsonAdminMixin, admin.ModelAdmin
+):
+    tenant_lookup = "profile__tenant"
+    json_fields = ("settings", "tool_names", "budgets", "approval_overrides")
+    list_display = ("__str__", "family", "model", "created_by", "created_at")
+    list_select_related = ("profile",)
+    search_fields = ("profile__name",)

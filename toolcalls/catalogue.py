@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from providers.base import ToolDeclaration
-from toolcalls import registry
+from toolcalls import policy, registry
 from toolcalls.models import Operation, Tenant, TenantTool
 from toolcalls.policy import ApprovalPolicy, above_threshold, always
 from toolcalls.registry import ToolSpec
@@ -62,10 +62,12 @@ def tool_spec(operation: Operation, name: str) -> ToolSpec | None:
     """The spec ``operation`` runs ``name`` with (a deployed tool enabled or disabled for its
     tenant, or an enabled remote tool), or ``None`` when the tenant has no such tool (the
     caller answers ``UNKNOWN_TOOL`` or refuses). Whether ``name`` was offered to this operation
-    is the validation chain's check (``operation.tool_names``)."""
-    return tenant_spec(operation.tenant, name) or tenant_tool_spec(
+    is the validation chain's check (``operation.tool_names``). The agent revision the operation
+    was started from adds its approval overrides (:func:`agent_approval`)."""
+    spec = tenant_spec(operation.tenant, name) or tenant_tool_spec(
         tenant_id=operation.tenant_id, name=name
     )
+    return None if spec is None else agent_approval(operation, spec)
 
 
 def tenant_spec(tenant: Tenant, name: str) -> ToolSpec | None:
@@ -155,3 +157,23 @@ def _approval(policy: ApprovalPolicy, row: TenantTool) -> ApprovalPolicy:
         reason = "this tenant has every call of this tool approved by a person"
         return always(reason, revision=f"{policy.revision}+tenant-always")
     return policy
+
+
+def agent_approval(operation: Operation, spec: ToolSpec) -> ToolSpec:
+    """``spec`` with the approval override of the agent revision ``operation`` was started
+    from, if that revision has one for it (:func:`toolcalls.policy.stricter`: never looser than
+    the tool's own policy). Its policy revision then names the agent revision,
+    ``<tool policy revision>+<agent>@<n>``, so approvals and bindings check the revision the
+    operation runs with, whatever revisions came after it."""
+    if operation.agent_revision_id is None:
+        return spec
+    agent = operation.agent_revision
+    assert agent is not None
+    override = agent.approval_overrides.get(spec.name)
+    if override is None:
+        return spec
+    revision = f"{spec.approval.revision}+{agent.label}"
+    approval = policy.stricter(
+        spec.approval, override, amount_field=spec.amount_field, revision=revision
+    )
+    return replace(spec, approval=approval)

@@ -113,6 +113,81 @@ class ReplayScript(models.Model):
         return f"{self.name} ({self.family})"
 
 
+class AgentProfile(models.Model):
+    """A tenant's named agent: what an operation started from it runs with. The definition
+    lives in its immutable :class:`AgentRevision` rows; the profile only names them and
+    counts them (``latest_revision``, kept under the profile's row lock)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="agents")
+    name = models.SlugField(max_length=40, help_text="Unique per tenant; never changes.")
+    latest_revision = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="agent_unique_name"),
+        ]
+        ordering = ["tenant", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ImmutableQuerySet(models.QuerySet["AgentRevision"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise PermissionError("agent revisions are immutable")
+
+    def update(self, **kwargs: Any) -> int:
+        raise PermissionError("agent revisions are immutable")
+
+
+class AgentRevision(models.Model):
+    """One immutable definition of an agent (``name@number``, numbered from 1): family, model,
+    instructions, model settings, tools, budget overrides and approval overrides. A change to
+    the agent is a new revision; operations keep the one they started with. PostgreSQL refuses
+    UPDATE and DELETE of these rows (migration ``0017``)."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="revisions")
+    number = models.PositiveIntegerField()
+    family = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    instructions = models.TextField(blank=True)
+    settings = models.JSONField(default=dict, blank=True, help_text="ModelSettings by name.")
+    tool_names = models.JSONField(help_text="The tools its operations are offered, in order.")
+    budgets = models.JSONField(
+        default=dict, blank=True, help_text="Guard overrides (toolcalls.guards)."
+    )
+    approval_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Tool name → {"policy": "always"} or {"policy": "above_threshold", '
+        '"threshold": amount}: approvals added to the tool\'s own policy.',
+    )
+    note = models.CharField(max_length=500, blank=True, help_text="What changed, for people.")
+    created_by = models.CharField(max_length=200, help_text="The actor who made it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ImmutableQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "number"], name="agent_revision_unique"),
+        ]
+        ordering = ["profile", "number"]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """``name@number``, as requests name it."""
+        return f"{self.profile.name}@{self.number}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("agent revisions are immutable")
+
+
 class Operation(models.Model):
     """One business task driven through the tool-calling loop, across turns and approvals."""
 
@@ -167,6 +242,14 @@ class Operation(models.Model):
         default=dict,
         blank=True,
         help_text="W3C trace context (traceparent) of the operation's trace; empty untraced.",
+    )
+    agent_revision = models.ForeignKey(
+        AgentRevision,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="operations",
+        help_text="The agent profile revision it was started from.",
     )
     tool_names = models.JSONField(help_text="Registry tools offered to the model.")
     metadata = models.JSONField(default=dict, blank=True, help_text="The caller's own labels.")
@@ -223,6 +306,14 @@ class Operation(models.Model):
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_state_updated"),
             models.Index(fields=["tenant", "-created_at"], name="operation_tenant_created"),
+            # The console's operations list, filtered by state or customer, newest first.
+            models.Index(
+                fields=["tenant", "state", "-created_at", "-id"], name="operation_tenant_state"
+            ),
+            models.Index(
+                fields=["tenant", "subject_ref", "-created_at", "-id"],
+                name="operation_tenant_subject",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -328,7 +419,7 @@ class ToolCall(models.Model):
     tool_revisions = models.JSONField(
         null=True, blank=True, help_text="Tool revisions and schema version when it settled."
     )
-    policy_revision = models.CharField(max_length=80, blank=True)
+    policy_revision = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

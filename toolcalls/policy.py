@@ -71,3 +71,49 @@ def above_threshold(
         description=f"approval when {field} > threshold ({unit})",
         threshold=Threshold(field=field, unit=unit, limit=threshold),
     )
+
+
+#: The approval policies an agent revision may add to a tool's own (``AgentRevision``'s
+#: ``approval_overrides``): every call, or calls whose amount is above a threshold.
+OVERRIDE_POLICIES = ("always", "above_threshold")
+
+
+def override_problem(override: Any, *, amount_field: str | None) -> str | None:
+    """Why ``override`` is not an approval override for a tool whose money amount argument is
+    ``amount_field`` (``None``: it has none), or ``None``. The shapes: ``{"policy": "always"}``
+    and ``{"policy": "above_threshold", "threshold": n}`` (``n``: a whole amount ≥ 0 in the
+    tool's amount unit, cents)."""
+    if not isinstance(override, Mapping) or override.get("policy") not in OVERRIDE_POLICIES:
+        return f'an override is {{"policy": one of {", ".join(OVERRIDE_POLICIES)}}}'
+    if override["policy"] == "always":
+        return None if set(override) == {"policy"} else '"always" takes no other key'
+    threshold = override.get("threshold")
+    if set(override) != {"policy", "threshold"} or isinstance(threshold, bool):
+        return 'an "above_threshold" override takes exactly "policy" and "threshold"'
+    if not isinstance(threshold, int) or threshold < 0:
+        return "threshold must be a whole amount of 0 or more (cents)"
+    if amount_field is None:
+        return "this tool has no amount to compare with a threshold"
+    return None
+
+
+def stricter(
+    base: ApprovalPolicy, override: Mapping[str, Any], *, amount_field: str | None, revision: str
+) -> ApprovalPolicy:
+    """``base`` with ``override`` (valid for :func:`override_problem`) added: a call needs
+    approval when either asks for it, so the result is never looser than ``base``. ``revision``
+    names both (it is bound into approvals and results)."""
+    if override["policy"] == "always":
+        extra = always("the agent profile asks approval for every call of this tool")
+    else:
+        assert amount_field is not None
+        limit = int(override["threshold"])
+        extra = above_threshold(
+            field=amount_field, threshold=lambda: limit, unit="cents", revision=revision
+        )
+
+    def rule(arguments: Mapping[str, Any]) -> str | None:
+        return base.reason_for(arguments) or extra.reason_for(arguments)
+
+    description = f"{base.description}; agent profile: {extra.description}"
+    return ApprovalPolicy(revision=revision, rule=rule, description=description)

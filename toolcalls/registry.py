@@ -78,6 +78,8 @@ Precondition = Callable[[ToolContext, Mapping[str, Any]], None]
 #: model), or ``None``.
 Authorize = Callable[[ToolContext, Mapping[str, Any]], "str | None"]
 Reconciler = Callable[[ToolContext, str], Reconciliation]
+#: What a call means to a person: field name → value (strings, or integers for ``*_cents``).
+Summary = Callable[[ToolContext, Mapping[str, Any]], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,13 @@ class ToolSpec:
     - ``preview(ctx, arguments) -> data``: a dry run showing an approver the effect (reads only).
     - ``amount_field``: the argument that holds a money amount in cents, shown in the approval
       queue.
+    - ``summary(ctx, arguments) -> {field: value}``: what the call means to the people who
+      decide it (reads only), stored on its approval when it opens and shown in the queue: for
+      a refund ``customer``, ``order``, ``amount_cents`` with ``currency``, ``reason``. Values are
+      strings, or integers in cents for fields named ``*_cents`` (shown in ``currency``). A
+      :class:`ToolError` leaves the summary empty.
+    - ``search_fields``: the keys of the arguments and of the result data that hold business
+      identifiers (order, draft, refund IDs); the console's search finds calls by their values.
     - ``max_result_bytes``: limit on the canonical JSON of a result (``None``: the setting
       ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
       ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).
@@ -124,6 +133,8 @@ class ToolSpec:
     reconcile: Reconciler | None = None
     preview: Handler | None = None
     amount_field: str | None = None
+    summary: Summary | None = None
+    search_fields: tuple[str, ...] = ()
     max_result_bytes: int | None = None
     oversize: Literal["truncate", "reject"] = "truncate"
     approval: ApprovalPolicy = field(default_factory=never)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 
+from toolcalls import catalogue
+from toolcalls.envelopes import is_error
 from toolcalls.guards import GUARDS, cost_micros
+from toolcalls.keyset import Key, Page, keyset_page
 from toolcalls.models import AuditEvent, ModelTurn, Operation, Tenant, ToolCall
-from toolcalls.states import OperationState
+from toolcalls.states import OPERATION_ACTIVE, CallState, OperationState
 
 
 def operations_visible(*, user: User) -> QuerySet[Operation]:
@@ -38,7 +43,7 @@ def operation_get(*, user: User, public_id: str) -> Operation:
     follow_ups = Operation.objects.only("public_id", "state", "parent_id").order_by("created_at")
     return (
         operations_visible(user=user)
-        .select_related("tenant", "requested_by", "parent")
+        .select_related("tenant", "requested_by", "agent_revision__profile", "parent")
         .defer("conversation", "parent__conversation")
         .prefetch_related(
             Prefetch("turns", queryset=turns),
@@ -85,3 +90,108 @@ def operation_turns_with_cost(*, operation: Operation) -> list[dict[str, Any]]:
         }
         for turn in operation.turns.all()
     ]
+
+
+@dataclass(frozen=True)
+class OperationFilters:
+    """Filters of the operations list; empty values filter nothing. ``created_from`` and
+    ``created_to`` bound ``created_at`` (from inclusive, to exclusive)."""
+
+    state: str = ""
+    tool: str = ""
+    customer: str = ""
+    agent: str = ""
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+#: The operations list's order (and the search's): the newest first.
+NEWEST_FIRST = (Key("created_at", descending=True), Key("pk", descending=True))
+#: Operations per page of the list.
+OPERATIONS_PAGE_SIZE = 50
+
+
+def operations_list(
+    *, user: User, filters: OperationFilters, cursor: str | None = None
+) -> Page[Operation]:
+    """One page of the user's tenants' operations, newest first, keyset-paged on
+    ``(created_at, id)`` over the indexes ``operation_tenant_created``, ``…_state`` and
+    ``…_subject``. A tool filter keeps operations with at least one call of that tool."""
+    related = ("tenant", "requested_by", "agent_revision__profile")
+    rows = operations_visible(user=user).select_related(*related)
+    rows = rows.only(*_LISTED)
+    if filters.state:
+        rows = rows.filter(state=filters.state)
+    if filters.customer:
+        rows = rows.filter(subject_ref=filters.customer)
+    if filters.agent:
+        name, _, number = filters.agent.partition("@")
+        rows = rows.filter(agent_revision__profile__name=name)
+        if number:
+            rows = rows.filter(agent_revision__number=int(number) if number.isdigit() else -1)
+    if filters.tool:
+        calls = ToolCall.objects.filter(operation_id=OuterRef("pk"), tool_name=filters.tool)
+        rows = rows.filter(Exists(calls))
+    if filters.created_from:
+        rows = rows.filter(created_at__gte=filters.created_from)
+    if filters.created_to:
+        rows = rows.filter(created_at__lt=filters.created_to)
+    return keyset_page(rows, keys=NEWEST_FIRST, cursor=cursor, size=OPERATIONS_PAGE_SIZE)
+
+
+_LISTED = (
+    "public_id",
+    "tenant__slug",
+    "subject_ref",
+    "requested_by__username",
+    "agent_revision__number",
+    "agent_revision__profile__name",
+    "state",
+    "terminal_reason",
+    "tool_call_count",
+    "created_at",
+    "updated_at",
+)
+
+
+#: Call states that end a call without its effect, as the console words them in a badge.
+_NOT_DONE = {
+    CallState.DENIED: "after a denial",
+    CallState.EXPIRED: "after an expired approval",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an operation did, for the top of its page: ``badge`` (the state, qualified when a
+    COMPLETED operation's effect did not happen: "COMPLETED, submit_refund failed" or
+    "COMPLETED after a denial"), ``tone`` (``ok``, ``warn`` or ``bad``, for its colour) and
+    ``effects``: its calls with side effects that settled, in order."""
+
+    badge: str
+    tone: str
+    effects: list[ToolCall]
+
+
+def operation_outcome(*, operation: Operation, turns: list[dict[str, Any]]) -> Outcome:
+    """The outcome of ``operation`` from its turns as :func:`operation_turns_with_cost` gives
+    them (no query)."""
+    calls = [call for item in turns for call in item["calls"]]
+    effects = [
+        call
+        for call in calls
+        if call.model_result is not None
+        and (spec := catalogue.tool_spec(operation, call.tool_name)) is not None
+        and spec.has_side_effects
+    ]
+    state = operation.state
+    if state != OperationState.COMPLETED:
+        tone = "warn" if state in OPERATION_ACTIVE or state == OperationState.ESCALATED else "bad"
+        return Outcome(badge=state, tone=tone, effects=effects)
+    failed = [c for c in effects if c.state not in _NOT_DONE and is_error(c.model_result or {})]
+    if failed:
+        return Outcome(badge=f"{state}, {failed[-1].tool_name} failed", tone="bad", effects=effects)
+    for call in effects:
+        if call.state in _NOT_DONE:
+            return Outcome(badge=f"{state} {_NOT_DONE[call.state]}", tone="warn", effects=effects)
+    return Outcome(badge=state, tone="ok", effects=effects)

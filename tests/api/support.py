@@ -16,6 +16,7 @@ from toolcalls.models import Tenant
 API = "/api/v1"
 READ, WRITE, DECIDE, AUDIT = "operations:read", "operations:write", "approvals:decide", "audit:read"
 MANAGE = "tools:manage"
+AGENTS_READ, AGENTS_WRITE = "agents:read", "agents:write"
 ALL_SCOPES = list(SCOPES)
 
 

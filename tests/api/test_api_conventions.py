@@ -23,6 +23,8 @@ from rest_framework.test import APIClient
 from approvals.api import urls as approvals_api_urls
 from approvals.models import ApprovalRequest
 from tests.api.support import (
+    AGENTS_READ,
+    AGENTS_WRITE,
     ALL_SCOPES,
     API,
     AUDIT,
@@ -42,6 +44,7 @@ from tests.api.support import (
 )
 from tests.replies import final
 from toolcalls import tasks
+from toolcalls.actors import ENGINE
 from toolcalls.api import urls as api_urls
 from toolcalls.api import views
 from toolcalls.api.auth import api_key_create
@@ -50,10 +53,12 @@ from toolcalls.api.request_ids import RequestIdFilter
 from toolcalls.demo.services import DemoSeed
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation
+from toolcalls.services.agents import AgentDefinition, agent_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
-#: (method, path with ``{op}``/``{apr}`` for a parked refund and its approval, scope it needs).
+#: (method, path with ``{op}``/``{apr}`` for a parked refund and its approval, ``{agent}`` for an
+#: agent profile, scope it needs).
 ENDPOINTS: list[tuple[str, str, str]] = [
     ("GET", "/operations", READ),
     ("POST", "/operations", WRITE),
@@ -71,6 +76,12 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("POST", "/approvals/{apr}/decide", DECIDE),
     ("POST", "/operations/{op}/messages", WRITE),
     ("GET", "/tools", READ),
+    ("GET", "/agents", AGENTS_READ),
+    ("POST", "/agents", AGENTS_WRITE),
+    ("GET", "/agents/{agent}", AGENTS_READ),
+    ("GET", "/agents/{agent}/revisions", AGENTS_READ),
+    ("POST", "/agents/{agent}/revisions", AGENTS_WRITE),
+    ("GET", "/agents/{agent}/revisions/1", AGENTS_READ),
     ("GET", "/tools/{tool}", READ),
     ("PUT", "/tools/{tool}", MANAGE),
     ("PATCH", "/tools/{tool}", MANAGE),
@@ -83,6 +94,8 @@ BODIES: dict[str, dict[str, Any]] = {
     "/stop": {"reason": "test"},
     "/extend": {},
     "/decide": {"decision": "approve"},
+    "/agents": {"name": "another-agent", "family": "openai_chat", "model": "gpt-5.1"},
+    "/revisions": {"instructions": "Be brief."},
     "/messages": {"input": "And the other order?"},
     "/remote-servers": {"name": "ledger", "kind": "http"},
 }
@@ -99,7 +112,10 @@ def parked(demo: DemoSeed) -> dict[str, str]:
     client, _ = keyed_client(demo.tenant, READ, WRITE, name="checkout")
     operation = create(client)
     (approval,) = get(client, "/approvals").json()["results"]
-    return {"op": operation["id"], "apr": approval["id"], "tool": "get_order"}
+    definition = AgentDefinition(family="openai_responses", model="gpt-5.1")
+    agent_create(tenant=demo.tenant, name="refunds", definition=definition, actor=ENGINE)
+    ids = {"op": operation["id"], "apr": approval["id"], "tool": "get_order"}
+    return ids | {"agent": "refunds"}
 
 
 def _call(client: APIClient, method: str, path: str, ids: dict[str, str]) -> Any:

@@ -37,7 +37,8 @@ S = OperationState
 OPERATION_FIELDS = {
     "id", "state", "ended", "tenant", "subject_ref", "family", "model", "transport", "stream",
     "input", "tools", "budgets", "counters", "deadline_at", "final_text", "terminal_reason",
-    "reason_code", "metadata", "parent", "follow_ups", "created_at", "updated_at",
+    "reason_code", "metadata", "parent", "follow_ups", "created_at", "updated_at", "agent",
+    "instructions", "messages", "settings",
 }  # fmt: skip
 
 

@@ -92,7 +92,7 @@ def test_operator_filters_the_queue_and_approves_the_refund(
     expect(filters.get_by_role("link", name="Clear")).to_be_visible()
     screenshot("queue-filtered")
 
-    row.get_by_role("link", name=refund.public_id).click()
+    row.get_by_role("link", name="cus_1001 · ORD-1001 · 49.99 USD · damaged item").click()
     expect(page.get_by_test_id("approval-state")).to_have_text("PENDING")
     expect(page.get_by_test_id("tool")).to_have_text("submit_refund")
     expect(page.get_by_test_id("amount")).to_contain_text("49.99")
@@ -103,7 +103,7 @@ def test_operator_filters_the_queue_and_approves_the_refund(
 
     _open_decision(page, refund, "approve")
     screenshot("approve-confirm")
-    page.get_by_role("button", name="Confirm approve").click()
+    page.get_by_role("button", name="Confirm approve", exact=True).click()
 
     expect(page).to_have_url(re.compile(rf"/console/operations/{parked.public_id}/$"))
     expect(page.get_by_role("status")).to_contain_text(
@@ -130,7 +130,7 @@ def test_operator_approves_an_edited_amount(
     assert proposed == {"amount_cents": 4999, "draft_id": "RD-ORD-1001-1", "order_id": "ORD-1001"}
     arguments.fill(json.dumps({**proposed, "amount_cents": 3000}, indent=2))
     screenshot("approve-edited")
-    page.get_by_role("button", name="Confirm approve").click()
+    page.get_by_role("button", name="Confirm approve", exact=True).click()
 
     expect(page.get_by_role("status")).to_contain_text(
         "Approved submit_refund with edited arguments"
@@ -162,7 +162,7 @@ def test_operator_denies_with_a_reason(
     _open_decision(page, approval, "deny")
     expect(page.locator("pre")).to_contain_text('"draft_id": "RD-ORD-1001-1"')  # pretty JSON
     reason = page.get_by_label("Reason (sent to the model)")
-    confirm = page.get_by_role("button", name="Confirm deny")
+    confirm = page.get_by_role("button", name="Confirm deny", exact=True)
     confirm.click()  # empty: the browser itself refuses to send the form
     assert reason.evaluate("field => field.validity.valueMissing") is True
     expect(page).to_have_url(re.compile(r"/deny/$"))
@@ -178,7 +178,7 @@ def test_operator_denies_with_a_reason(
     expect(page.get_by_role("status")).to_contain_text(
         f"Denied submit_refund ({approval.public_id})"
     )
-    expect(page.get_by_test_id("operation-state")).to_have_text("COMPLETED")
+    expect(page.get_by_test_id("operation-state")).to_have_text("COMPLETED after a denial")
     expect(page.get_by_test_id("final-text")).to_contain_text(NOT_APPROVED)
     screenshot("operation-completed")
     assert LedgerEntry.objects.count() == 0
@@ -206,16 +206,15 @@ def test_support_finds_an_operation_by_its_idempotency_key(
     search.press("Enter")
     expect(page).to_have_url(re.compile(rf"/console/operations/{parked.public_id}/$"))
     expect(page.get_by_test_id("operation-state")).to_have_text("WAITING_APPROVAL")
-    # The draft call's key, in its turn's table of calls.
-    expect(page.get_by_text(key, exact=True)).to_be_visible()
+    # The draft call's key, one click away among its IDs and digests.
+    draft = page.get_by_test_id("call").filter(has_text="create_refund_draft")
+    draft.get_by_text("IDs and digests").click()
+    expect(draft.get_by_text(key, exact=True)).to_be_visible()
 
     timeline = page.get_by_test_id("timeline")
     expect(timeline).to_be_visible()
-    expect(timeline.locator("tbody tr")).to_have_count(len(kinds))
-    shown = [
-        cell.split()[0] for cell in timeline.locator("tbody td:nth-child(4)").all_inner_texts()
-    ]
-    assert shown == kinds
+    expect(timeline.locator("li")).to_have_count(len(kinds))
+    assert timeline.locator("li > p strong").all_inner_texts() == kinds
 
     diagram = page.get_by_test_id("diagram")
     expect(diagram).to_be_visible()

@@ -16,6 +16,7 @@ from providers.families import ADAPTERS
 from tests.conftest import REPO
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.scenario import BUNDLED_DIR, bundled_path
+from toolcalls.models import Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -156,3 +157,24 @@ def test_model_text_is_printed_safely() -> None:
 
     assert printable("ok\n\tfine") == "ok\n\tfine"
     assert printable("a\x00b\u202ec\x1b[2J") == "a\\u0000b\\u202ec\\u001b[2J"
+
+
+def test_a_scenario_carries_instructions_messages_and_settings(tmp_path: Path) -> None:
+    scenario = json.loads(bundled_path(family="anthropic_messages", name="refusal").read_text())
+    scenario |= {
+        "instructions": "You are the refund desk.",
+        "messages": [{"role": "user", "text": "Hi"}, {"role": "assistant", "text": "Hello!"}],
+        "settings": {"max_output_tokens": 512},
+    }
+    path = tmp_path / "with_request.json"
+    path.write_text(json.dumps(scenario))
+    operation_id = json.loads(_run("run_scenario", str(path), "--json")[-1])["operation_id"]
+    body = Operation.objects.get(public_id=operation_id).turns.get(index=0).request_body
+    assert (body["system"], body["max_tokens"]) == ("You are the refund desk.", 512)
+    assert [m["content"] for m in body["messages"][:2]] == ["Hi", "Hello!"]
+    path.write_text(json.dumps(scenario | {"settings": {"temperature": 0.5}}))
+    with pytest.raises(CommandError, match="temperature"):
+        _run("run_scenario", str(path))
+    path.write_text(json.dumps(scenario | {"messages": [{"role": "system", "text": "x"}]}))
+    with pytest.raises(CommandError, match="messages/0/role"):
+        _run("run_scenario", str(path))

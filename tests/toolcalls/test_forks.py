@@ -19,6 +19,7 @@ from tests.engine import bundled_replies, operator, start_family
 from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry, RefundDraft
 from toolcalls.models import Operation
+from toolcalls.services.agents import AgentDefinition, agent_create
 from toolcalls.services.forks import operation_fork
 from toolcalls.services.operations import OperationError
 from toolcalls.services.retention import bodies_prune
@@ -154,3 +155,26 @@ def test_the_console_forks_from_a_turn(demo, eager_tasks) -> None:
     assert support.login(username="support", password="support-demo-pass")
     assert b"fork-turn-" not in support.get(page.wsgi_request.path).content
     assert support.post(url, {"from_turn": 2}).status_code == 403
+
+
+def test_a_fork_may_run_with_an_agent_revision(demo, eager_tasks) -> None:
+    original = _refunded(demo, "openai_responses")
+    definition: AgentDefinition = {
+        "family": "openai_responses",
+        "model": "gpt-5.1-agent",
+        "instructions": "Refund only what the order allows.",
+        "tool_names": original.tool_names,
+    }
+    revision = agent_create(tenant=demo.tenant, name="refunds", definition=definition, actor=FORKER)
+    fork = operation_fork(operation_pk=original.pk, from_turn=0, actor=FORKER, agent=revision)
+    fork.refresh_from_db()
+    assert (fork.agent_revision, fork.model) == (revision, "gpt-5.1-agent")
+    assert fork.instructions == "Refund only what the order allows."
+    assert fork.turns.get(index=0).request_body["instructions"] == fork.instructions
+    with pytest.raises(OperationError) as refused:
+        operation_fork(
+            operation_pk=original.pk, from_turn=0, actor=FORKER, model="x", agent=revision
+        )
+    assert refused.value.code == "agent_conflict"
+    call_command("fork_operation", original.public_id, "--from-turn", "0", "--agent", "refunds@1")
+    assert Operation.objects.filter(forked_from=original, agent_revision=revision).count() == 2

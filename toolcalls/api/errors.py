@@ -94,6 +94,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "bad_budget": 400,
     "unknown_turn": 400,
     "bodies_pruned": 410,
+    "invalid_messages": 400,
+    "unknown_agent": 400,
     "reason_required": 400,
     "invalid_edit": 400,
     "invalid_server": 400,
@@ -108,6 +110,29 @@ STATUS_BY_CODE: dict[str, int] = {
 #: :class:`CallgateError` codes that mean one input of the request is wrong, with the request
 #: body field they name: 400 ``invalid_request`` with ``details.fields`` naming it.
 FIELD_BY_CODE: dict[str, str] = {"unknown_tool": "tools"}
+#: Refusals that name the request's fields themselves (``details["fields"]``, by the service's
+#: option names): 400 ``invalid_request`` naming them.
+FIELDS_NAMED = ("agent_conflict", "invalid_agent")
+#: The request body's name of a service option, where the two differ.
+BODY_NAMES = {"tool_names": "tools", "input_text": "input"}
+
+
+def field_refusal(exc: CallgateError) -> Exception:
+    """``exc`` as 400 ``invalid_request`` naming the body fields it refuses: a code of
+    :data:`FIELD_BY_CODE`, an unsupported setting (``settings.<name>``) or one of
+    :data:`FIELDS_NAMED`; any other refusal as it is."""
+    if exc.code in FIELD_BY_CODE:
+        message = "The request is not valid; see details."
+        return ApiError(400, "invalid_request", message, {FIELD_BY_CODE[exc.code]: [exc.message]})
+    if exc.code == "unsupported_setting":
+        fields = {f"settings.{exc.details['setting']}": [exc.message]}
+    elif exc.code in FIELDS_NAMED:
+        named = exc.details["fields"].items()
+        fields = {BODY_NAMES.get(name, name): list(messages) for name, messages in named}
+    else:
+        return exc
+    return ApiError(400, "invalid_request", exc.message, fields)
+
 
 _CODES: list[tuple[type[Exception], int, str]] = [
     (exceptions.NotAuthenticated, status.HTTP_401_UNAUTHORIZED, "unauthenticated"),
@@ -128,13 +153,11 @@ _CODES: list[tuple[type[Exception], int, str]] = [
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Map any exception raised in an API view to the one error shape."""
+    if isinstance(exc, CallgateError):
+        exc = field_refusal(exc)
     if isinstance(exc, ApiError):
         body = error_body(exc.error_code, exc.message, exc.details)
         return Response(body, exc.status_code, headers=exc.headers)
-    if isinstance(exc, CallgateError) and exc.code in FIELD_BY_CODE:
-        details = {"fields": {FIELD_BY_CODE[exc.code]: [exc.message]}}
-        body = error_body("invalid_request", "The request is not valid; see details.", details)
-        return Response(body, status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, CallgateError):
         body = error_body(exc.code, exc.message, exc.details)
         return Response(body, STATUS_BY_CODE.get(exc.code, status.HTTP_409_CONFLICT))

@@ -16,6 +16,8 @@ SCOPES = (
     "approvals:decide",
     "audit:read",
     "tools:manage",
+    "agents:read",
+    "agents:write",
 )
 
 

@@ -19,7 +19,15 @@ from rest_framework import serializers
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import FRACTIONAL, GUARDS
-from toolcalls.models import AuditEvent, ModelTurn, Operation, TenantTool, ToolCall
+from toolcalls.models import (
+    AgentProfile,
+    AgentRevision,
+    AuditEvent,
+    ModelTurn,
+    Operation,
+    TenantTool,
+    ToolCall,
+)
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
 from toolcalls.states import OPERATION_TERMINAL, OperationState
@@ -28,17 +36,50 @@ _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_
 MAX_METADATA_KEYS = 50
 
 
-class BudgetLimit(serializers.FloatField):
-    """A budget's limit: a JSON number (``true`` is not 1, ``"5"`` is not 5); shown as stored
-    (a count stays a whole number)."""
-
-    def to_representation(self, value: Any) -> Any:
-        return value
+class StrictNumber(serializers.FloatField):
+    """A JSON number (``true`` is not 1, ``"5"`` is not 5)."""
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+class BudgetLimit(StrictNumber):
+    """A budget's limit: a JSON number; shown as stored (a count stays a whole number)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer (``true``, ``"5"`` and ``5.0`` are not integers)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictBoolean(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` (not ``1``, not ``"true"``)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictText(serializers.CharField):
+    """A JSON string (``5`` is not ``"5"``), kept exactly as sent (no trimming)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
 
 
 def _budgets_schema() -> dict[str, Any]:
@@ -57,13 +98,6 @@ def _budgets_schema() -> dict[str, Any]:
             for name in GUARDS
         },
     }
-
-
-@extend_schema_field(_budgets_schema())
-class BudgetsField(serializers.DictField):
-    """Budget overrides by guard name (docs/guards.md)."""
-
-    child = BudgetLimit()
 
 
 class StrictSerializer(serializers.Serializer):
@@ -109,9 +143,59 @@ def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return value
 
 
+class SettingsSerializer(StrictSerializer):
+    """Model settings (docs/settings.md), each one optional and of its JSON type here; which
+    values a family honours is the family's rule (else 400 naming ``settings.<name>``)."""
+
+    max_output_tokens = StrictInteger(required=False)
+    temperature = StrictNumber(required=False)
+    top_p = StrictNumber(required=False)
+    reasoning_effort = serializers.CharField(max_length=40, required=False)
+    thinking_budget_tokens = StrictInteger(required=False)
+    tool_choice = serializers.CharField(
+        max_length=200, required=False, help_text="auto, required, none, or one tool's name."
+    )
+    parallel_tool_calls = StrictBoolean(required=False)
+
+
+class MessageSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    text = StrictText(max_length=100_000)
+
+
+@extend_schema_field(_budgets_schema())
+class BudgetsField(serializers.DictField):
+    """Guard overrides by name (docs/guards.md): JSON numbers, whole where they count things."""
+
+    child = BudgetLimit()
+
+    def to_internal_value(self, data: Any) -> dict[str, float | int]:
+        value = super().to_internal_value(data)
+        unknown = sorted(set(value) - set(GUARDS))
+        if unknown:
+            raise serializers.ValidationError(f"unknown budgets: {', '.join(unknown)}")
+        return {k: int(v) if float(v).is_integer() else v for k, v in value.items()}
+
+
+#: A model name as providers write them.
+MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"
+
+
 class OperationCreateSerializer(StrictSerializer):
-    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
-    model = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$")
+    agent = serializers.CharField(
+        max_length=60,
+        required=False,
+        help_text="An agent profile: name (its latest revision) or name@revision.",
+    )
+    family = serializers.ChoiceField(
+        choices=sorted(ADAPTERS), required=False, help_text="Required without agent."
+    )
+    model = serializers.RegexField(MODEL_NAME, required=False, help_text="Required without agent.")
+    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
+    messages = MessageSerializer(
+        many=True, required=False, max_length=500, help_text="Earlier conversation, in order."
+    )
+    settings = SettingsSerializer(required=False)
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
     subject_ref = serializers.CharField(max_length=200)
     tools = serializers.ListField(
@@ -126,12 +210,6 @@ class OperationCreateSerializer(StrictSerializer):
     replies = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="Replay transport only."
     )
-
-    def validate_budgets(self, value: dict[str, float]) -> dict[str, float | int]:
-        unknown = sorted(set(value) - set(GUARDS))
-        if unknown:
-            raise serializers.ValidationError(f"unknown budgets: {', '.join(unknown)}")
-        return {k: int(v) if float(v).is_integer() else v for k, v in value.items()}
 
     def validate_metadata(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_METADATA_KEYS:
@@ -148,6 +226,28 @@ class OperationCreateSerializer(StrictSerializer):
                 {"replies": "required with the replay transport, and only with it"}
             )
         return attrs
+
+    def to_internal_value(self, data: Any) -> Any:
+        """As declared, and ``family`` and ``model`` required without ``agent`` (reported with
+        the body's other field errors)."""
+        missing = {}
+        if isinstance(data, Mapping) and "agent" not in data:
+            message = "This field is required without agent."
+            missing = {name: [message] for name in ("family", "model") if name not in data}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not missing or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError({**missing, **exc.detail}) from None
+        if missing:
+            raise serializers.ValidationError(missing)
+        return value
+
+
+class AgentRefSerializer(serializers.Serializer):
+    name = serializers.CharField(source="profile.name")
+    revision = serializers.IntegerField(source="number")
 
 
 class CountersSerializer(serializers.Serializer):
@@ -178,6 +278,12 @@ class OperationSerializer(NullForBlank):
     input = serializers.CharField(source="input_text")
     tools = serializers.ListField(source="tool_names", child=serializers.CharField())
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = AgentRefSerializer(
+        source="agent_revision",
+        read_only=True,
+        allow_null=True,
+        help_text="The agent profile revision it runs with; null when none.",
+    )
     counters = serializers.SerializerMethodField()
     ended = serializers.SerializerMethodField(
         help_text="The operation reached a final state: nothing more will happen to it."
@@ -211,7 +317,11 @@ class OperationSerializer(NullForBlank):
             "model",
             "transport",
             "stream",
+            "agent",
+            "instructions",
+            "messages",
             "input",
+            "settings",
             "tools",
             "budgets",
             "counters",
@@ -350,6 +460,71 @@ class EventSerializer(NullForBlank):
         ]
 
 
+class AgentDefinitionSerializer(StrictSerializer):
+    """An agent revision's definition; on a new revision, a field left out keeps its value."""
+
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS), required=False)
+    model = serializers.RegexField(MODEL_NAME, required=False)
+    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
+    settings = SettingsSerializer(required=False)
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=100,
+        help_text="Default on a new agent: every tool the tenant may use.",
+    )
+    budgets = BudgetsField(required=False)
+    approval_overrides = serializers.DictField(
+        child=serializers.DictField(),
+        required=False,
+        help_text='Tool name → {"policy": "always"} or {"policy": "above_threshold", '
+        '"threshold": cents}; added to the tool\'s own policy, never looser.',
+    )
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+class AgentCreateSerializer(AgentDefinitionSerializer):
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+    family = serializers.ChoiceField(choices=sorted(ADAPTERS))
+    model = serializers.RegexField(MODEL_NAME)
+
+
+class AgentRevisionSerializer(NullForBlank):
+    name = serializers.CharField(source="profile.name")
+    revision = serializers.IntegerField(source="number")
+    tools = serializers.ListField(source="tool_names", child=serializers.CharField())
+
+    class Meta:
+        model = AgentRevision
+        fields = [
+            "name",
+            "revision",
+            "family",
+            "model",
+            "instructions",
+            "settings",
+            "tools",
+            "budgets",
+            "approval_overrides",
+            "note",
+            "created_by",
+            "created_at",
+        ]
+
+
+class AgentSerializer(NullForBlank):
+    latest = serializers.SerializerMethodField(help_text="The latest revision.")
+
+    class Meta:
+        model = AgentProfile
+        fields = ["name", "latest_revision", "created_at", "updated_at", "latest"]
+
+    @extend_schema_field(AgentRevisionSerializer)
+    def get_latest(self, profile: AgentProfile) -> dict[str, Any]:
+        (latest,) = profile.latest  # type: ignore[attr-defined]  # the view's prefetch
+        return dict(AgentRevisionSerializer(latest).data)
+
+
 class ExtendSerializer(StrictSerializer):
     budgets = BudgetsField(required=False, default=dict)
     note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
@@ -380,6 +555,12 @@ class ForkSerializer(StrictSerializer):
     )
     model = serializers.CharField(
         max_length=100, required=False, help_text="Another model for the fork (default: the same)."
+    )
+    agent = serializers.CharField(
+        max_length=60,
+        required=False,
+        help_text="Run the fork with this agent profile revision (name: its latest, or "
+        "name@revision), which sets family, model, instructions, tools, settings and budgets.",
     )
 
 
@@ -419,19 +600,10 @@ class ToolSerializer(serializers.Serializer):
         }
 
 
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON ``true`` or ``false`` only (DRF's own also takes ``0``, ``"yes"``, ``"on"`` …)."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
 class ToolSettingsSerializer(StrictSerializer):
     """A tenant's settings of one tool (``PUT``: all of them; ``PATCH``: those given)."""
 
-    enabled = StrictBooleanField()
+    enabled = StrictBoolean()
     max_calls = serializers.IntegerField(
         min_value=1,
         max_value=settings.CALLGATE_GUARD_LIMITS["max_calls_per_tool"],

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from toolcalls.api import remote, views
+from toolcalls.api import agents, remote, views
 
 urlpatterns = [
     path("operations", views.OperationsView.as_view(), name="api-operations"),
@@ -73,6 +73,18 @@ urlpatterns = [
         "remote-servers/<str:name>/tools/<str:remote_name>/disable",
         remote.RemoteToolDisableView.as_view(),
         name="api-remote-tool-disable",
+    ),
+    path("agents", agents.AgentsView.as_view(), name="api-agents"),
+    path("agents/<str:name>", agents.AgentDetailView.as_view(), name="api-agent"),
+    path(
+        "agents/<str:name>/revisions",
+        agents.AgentRevisionsView.as_view(),
+        name="api-agent-revisions",
+    ),
+    path(
+        "agents/<str:name>/revisions/<str:number>",
+        agents.AgentRevisionView.as_view(),
+        name="api-agent-revision",
     ),
     path("health/live", views.LivenessView.as_view(), name="api-health-live"),
     path("health/ready", views.ReadinessView.as_view(), name="api-health-ready"),

@@ -57,7 +57,15 @@ from toolcalls.api.serializers import (
     TurnSerializer,
 )
 from toolcalls.api.streams import operation_stream
-from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, ToolCall
+from toolcalls.models import (
+    AgentRevision,
+    AuditEvent,
+    ModelTurn,
+    Operation,
+    ReplayScript,
+    ToolCall,
+)
+from toolcalls.services.agents import agent_revision_get
 from toolcalls.services.catalogue import CatalogueError, tenant_tool_set
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.forks import operation_fork
@@ -167,12 +175,12 @@ class ApiView(StrictView):
 
     def operations(self) -> QuerySet[Operation]:
         """The caller's tenant's operations (others' are 404, never 403), with the IDs of
-        their parent and follow-ups at hand."""
+        their parent and follow-ups, and their agent revision, at hand."""
         follow_ups = Operation.objects.only("public_id", "parent_id", "created_at")
         return (
             Operation.objects.filter(tenant=self.key().tenant)
             .defer("conversation")
-            .select_related("parent")
+            .select_related("parent", "agent_revision__profile")
             .defer("parent__conversation")
             .prefetch_related(Prefetch("follow_ups", queryset=follow_ups))
         )
@@ -459,34 +467,53 @@ class OperationsView(ApiListView):
     @idempotent
     def post(self, request: Request) -> Response:
         """Start an operation: PENDING at once, its first model request queued. Poll it (or take
-        webhooks) to follow it."""
+        webhooks) to follow it. With ``agent``, the profile revision sets the family, model,
+        instructions and tools; ``settings`` add to its settings and ``budgets`` may lower its
+        budgets (docs/api.md)."""
         data = self.validated(OperationCreateSerializer)
         key = self.key()
-        script = None
-        if data.get("replies"):  # saved by operation_start, with the operation
-            script = ReplayScript(
-                name=f"api:{key.name}",
-                family=data["family"],
-                model=data["model"],
-                replies=data["replies"],
-            )
+        agent = (
+            agent_revision_get(tenant=key.tenant, reference=data["agent"])
+            if "agent" in data
+            else None
+        )
         operation = operation_start(
             tenant=key.tenant,
             requested_by=key.service_user,
             subject_ref=data["subject_ref"],
-            family=data["family"],
-            model=data["model"],
+            family=data.get("family", ""),
+            model=data.get("model", ""),
             input_text=data["input"],
+            agent=agent,
             tool_names=data.get("tools"),
-            replay_script=script,
+            replay_script=self._script(data, agent),
             transport=data["transport"],
             stream=data.get("stream"),
             budgets=data.get("budgets"),
             metadata=data.get("metadata"),
+            messages=data.get("messages"),
+            settings=data.get("settings"),
             actor=self.actor(),
+            **({"instructions": data["instructions"]} if "instructions" in data else {}),
         )
-        operation.refresh_from_db()
-        return Response(OperationSerializer(operation).data, status=status.HTTP_201_CREATED)
+        return Response(
+            OperationSerializer(
+                self.operations().select_related("tenant").get(pk=operation.pk)
+            ).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    def _script(self, data: dict[str, Any], agent: AgentRevision | None) -> ReplayScript | None:
+        """The request's replies as an unsaved script (``operation_start`` saves it with the
+        operation), or ``None``."""
+        if not data.get("replies"):
+            return None
+        return ReplayScript(
+            name=f"api:{self.key().name}",
+            family=agent.family if agent else data["family"],
+            model=agent.model if agent else data["model"],
+            replies=data["replies"],
+        )
 
 
 #: One ``metadata`` filter: ``key:value``, the key not empty and without a colon.
@@ -716,11 +743,15 @@ class OperationForkView(ApiView):
     def post(self, request: Request, public_id: str) -> Response:
         operation = self.operation(public_id)
         body = self.validated(ForkSerializer)
+        agent = None
+        if "agent" in body:
+            agent = agent_revision_get(tenant=self.key().tenant, reference=body["agent"])
         fork = operation_fork(
             operation_pk=operation.pk,
             from_turn=body["from_turn"],
             actor=self.actor(),
             model=body.get("model"),
+            agent=agent,
         )
         data = OperationSerializer(self.operation(fork.public_id)).data
         return Response(data, status=status.HTTP_201_CREATED)

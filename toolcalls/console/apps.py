@@ -3,8 +3,20 @@ from django.apps import AppConfig
 
 class ConsoleConfig(AppConfig):
     """The console's operation pages, escalations and search (approval pages live in
-    ``approvals``): views over the engine's services and selectors, never the other way."""
+    ``approvals``): views over the engine's services and selectors, never the other way. It
+    hears of audit events through the engine's one declared hook to keep its search keys."""
 
     name = "toolcalls.console"
     label = "console"
     verbose_name = "Console"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
+        from toolcalls.console.preferences import timezone_remembered
+        from toolcalls.console.search import search_keys_heard
+        from toolcalls.hooks import audit_listen
+
+        audit_listen(search_keys_heard)
+        # Read once at log-in, so no page pays for it.
+        user_logged_in.connect(timezone_remembered, dispatch_uid="console-timezone")

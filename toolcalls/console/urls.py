@@ -4,6 +4,7 @@ from toolcalls.console import views
 
 app_name = "operations"
 urlpatterns = [
+    path("", views.operations, name="list"),
     path("escalated/", views.escalations, name="escalations"),
     path("<str:public_id>/", views.operation_detail, name="detail"),
     path("<str:public_id>/extend/", views.operation_extend_view, name="extend"),

@@ -1,4 +1,5 @@
-"""The support view of one operation: its state, turns, calls and audit timeline. Read-only."""
+"""The support views: one operation (its outcome, turns, calls and audit timeline, and the
+escalation actions), the operations list, the search, and a person's settings."""
 
 from __future__ import annotations
 
@@ -7,13 +8,22 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
-from toolcalls import selectors
+from approvals.selectors import approvals_currency, operation_approvals
+from toolcalls import registry, selectors
 from toolcalls.actors import Actor
 from toolcalls.console.diagram import operation_diagram
-from toolcalls.console.forms import ExtendForm, ForkForm, ResolveForm, StopForm
+from toolcalls.console.forms import (
+    ExtendForm,
+    ForkForm,
+    OperationFilterForm,
+    ResolveForm,
+    SettingsForm,
+    StopForm,
+)
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
+from toolcalls.console.preferences import viewer_timezone, viewer_timezone_set
 from toolcalls.console.search import operation_search
 from toolcalls.models import Operation
 from toolcalls.services.escalations import operation_extend, operation_stop
@@ -42,8 +52,12 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
     timeline = list(selectors.operation_timeline(operation=operation))
     turns = selectors.operation_turns_with_cost(operation=operation)
     path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
+    approvals = operation_approvals(operation=operation)
     context = {
         "operation": operation,
+        "outcome": selectors.operation_outcome(operation=operation, turns=turns),
+        "approvals": approvals,
+        "currency": approvals_currency(approvals=approvals),
         "turns": turns,
         "timeline": timeline,
         "diagram": operation_diagram(transitions=path, current=operation.state),
@@ -55,6 +69,32 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "can_fork": request.user.has_perm(FORK_PERMISSION),
     }
     return render(request, "toolcalls/operation_detail.html", context)
+
+
+@login_required
+def operations(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Every operation of the user's tenants, newest first, filtered and keyset-paged."""
+    form = OperationFilterForm(request.GET or None, tools=registry.names())
+    page = selectors.operations_list(
+        user=request.user, filters=form.filters(), cursor=request.GET.get("after")
+    )
+    context = {"form": form, "page": page, "filters": form.query()}
+    return render(request, "toolcalls/operations.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def console_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The viewer's own console settings (the time zone dates are shown in)."""
+    form = SettingsForm(
+        request.POST if request.method == "POST" else None,
+        initial={"timezone": viewer_timezone(request=request)},
+    )
+    if request.method == "POST" and form.is_valid():
+        viewer_timezone_set(request=request, user=request.user, name=form.cleaned_data["timezone"])
+        messages.success(request, f"Dates are shown in {form.cleaned_data['timezone']}.")
+        return redirect("console-settings")
+    return render(request, "toolcalls/settings.html", {"form": form})
 
 
 @login_required
@@ -160,7 +200,8 @@ def search(request: AuthenticatedHttpRequest) -> HttpResponse:
     if storable(query) != query:
         error = "Search text cannot contain NUL characters; nothing was searched."
         return render(request, "toolcalls/search.html", {"query": "", "error": error})
-    results = operation_search(user=request.user, query=query)
-    if len(results) == 1:
-        return redirect("operations:detail", public_id=results[0][0].public_id)
-    return render(request, "toolcalls/search.html", {"query": query, "results": results})
+    results = operation_search(user=request.user, query=query, cursor=request.GET.get("after"))
+    if len(results.page.rows) == 1 and results.count == 1 and not request.GET.get("after"):
+        return redirect("operations:detail", public_id=results.page.rows[0].public_id)
+    context = {"query": query, "results": results, "filters": {"q": query} if query else {}}
+    return render(request, "toolcalls/search.html", context)

@@ -71,6 +71,9 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
         replay_script=script,
         budgets=scenario.get("budgets"),
         tool_names=list(names.values()) if names else None,
+        instructions=scenario.get("instructions", ""),
+        messages=scenario.get("messages"),
+        settings=scenario.get("settings"),
     )
     out(f"operation {operation.public_id} started ({scenario['family']}, {path.name})")
     operator = users.get(username=options.operator)

@@ -2,7 +2,9 @@
 
 A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each written like a case in
 ``tests/fixtures/README.md``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
-``events``). Loading validates the shape and stores the replies as a ``ReplayScript``.
+``events``), and optionally ``instructions``, earlier ``messages``, model ``settings`` and
+``budgets``, as the API takes them. Loading validates the shape and stores the replies as a
+``ReplayScript``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,20 @@ SCHEMA: dict[str, Any] = {
         "family": {"type": "string", "enum": sorted(ADAPTERS)},
         "model": {"type": "string", "minLength": 1, "maxLength": 100},
         "input": {"type": "string", "minLength": 1, "maxLength": 100_000},
+        "instructions": {"type": "string", "maxLength": 100_000},
+        "messages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["role", "text"],
+                "properties": {
+                    "role": {"enum": ["user", "assistant"]},
+                    "text": {"type": "string", "maxLength": 100_000},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "settings": {"type": "object"},
         "budgets": {"type": "object", "additionalProperties": {"type": "number"}},
         "replies": {
             "type": "array",

@@ -179,8 +179,16 @@ def reconcile_refund(ctx: ToolContext, key: str) -> Reconciliation:
 
 
 def refund_preview(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What submitting would do to the order, in cents; reads only."""
-    order = _order(ctx, args["order_id"])
+    """What submitting would do to the order, in cents; reads only. A draft already submitted
+    is an error: approving would pay nothing more (the same intent gets its stored result,
+    another one ``DRAFT_ALREADY_SUBMITTED``)."""
+    draft = _open_draft(ctx, args, lock=False)
+    if draft.status != RefundDraft.Status.OPEN:
+        raise ToolError(
+            "DRAFT_ALREADY_SUBMITTED",
+            f"{draft.draft_id} was already submitted: approving would pay nothing more.",
+        )
+    order = draft.order
     return {
         "order_total_cents": order.total_cents,
         "already_refunded_cents": order.refunded_cents,
@@ -188,6 +196,28 @@ def refund_preview(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
         "remaining_after_cents": order.refundable_cents - args["amount_cents"],
         "currency": order.currency,
     }
+
+
+def refund_summary(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The refund as an operator reads it: whose, which order, how much in the order's
+    currency, and why (a submitted refund's reason is its draft's). Reads only."""
+    orders = Order.objects.filter(tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref)
+    order = orders.filter(order_id=args["order_id"]).first()
+    reason = args.get("reason")
+    if reason is None and order is not None:
+        reason = (
+            order.drafts.filter(draft_id=args.get("draft_id"))
+            .values_list("reason", flat=True)
+            .first()
+        )
+    summary = {
+        "customer": ctx.subject_ref,
+        "order": args["order_id"],
+        "amount_cents": args["amount_cents"],
+        "currency": order.currency if order else "",
+        "reason": (reason or "").replace("_", " "),
+    }
+    return {key: value for key, value in summary.items() if value != ""}
 
 
 def _threshold() -> int:
@@ -210,6 +240,7 @@ register(
         risk="read",
         timeout_ms=500,
         handler=get_order,
+        search_fields=("order_id",),
         revisions=_REVISIONS,
     )
 )
@@ -235,6 +266,8 @@ register(
         authorize=refund_authorize,
         reconcile=reconcile_draft,
         amount_field="amount_cents",
+        summary=refund_summary,
+        search_fields=("order_id", "draft_id"),
         idempotency_key=lambda ctx, a: (
             f"draft:{ctx.tenant_ref}:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:"
             f"{a['reason']}"
@@ -270,6 +303,8 @@ register(
         reconcile=reconcile_refund,
         preview=refund_preview,
         amount_field="amount_cents",
+        summary=refund_summary,
+        search_fields=("order_id", "draft_id", "refund_id"),
         approval=above_threshold(
             field="amount_cents", threshold=_threshold, unit="cents", revision="refund-threshold-v1"
         ),

@@ -105,19 +105,27 @@ def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
             step.change(call, "idempotency_key")
             if not key_reserve(step, call, spec=spec, arguments=arguments):
                 return None
-        return _start(step, call, spec, arguments)
+        return _start(step, call, spec, arguments, revalidated=precheck is not None)
 
 
 def _gone(call: ToolCall) -> tuple[str, str]:
     return ErrorCode.UNKNOWN_TOOL, f"The tool {call.tool_name!r} is no longer available."
 
 
-def _start(step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any]) -> Claim:
-    """Move the claimed call to EXECUTING under a new lease."""
+def _start(
+    step: Step, call: ToolCall, spec: ToolSpec, arguments: Mapping[str, Any], *, revalidated: bool
+) -> Claim:
+    """Move the claimed call to EXECUTING under a new lease. A ``revalidated`` call (resumed
+    after approval) names in its audit details the policy revision it was checked against and
+    the operation's agent revision: the one it started with, whatever revisions came since."""
     call.attempt += 1
     step.change(call, "attempt")
     token = lease_take(step, call)
     details = {"idempotency_key": call.idempotency_key}
+    if revalidated:
+        details["policy_revision"] = spec.approval.revision
+        if step.operation.agent_revision is not None:
+            details["agent_revision"] = step.operation.agent_revision.label
     call_transition(step, call, to_state=CallState.EXECUTING, actor=WORKER, details=details)
     if step.operation.state != OperationState.EXECUTING:
         # A call starting cannot move an EXECUTING set: none of its calls waits for a

@@ -26,7 +26,7 @@ from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
-from toolcalls.models import Operation, ReplayScript, Tenant
+from toolcalls.models import AgentRevision, Operation, ReplayScript, Tenant
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import live_settings
@@ -63,7 +63,8 @@ class StartOptions(TypedDict, total=False):
     :class:`~providers.base.ModelSettings` by name, each one the family must honour.
     ``metadata``: strings kept with the operation. ``actor``: who the audit trail names
     (default: ``requested_by``, as a user). ``fork``: start from another operation's turn
-    (:class:`Fork`): its conversation, and turn numbers going on from there.
+    (:class:`Fork`): its conversation, and turn numbers going on from there. ``agent``: the
+    agent revision to run with (:func:`with_agent` says how it combines with the other options).
     """
 
     tool_names: Sequence[str] | None
@@ -77,6 +78,7 @@ class StartOptions(TypedDict, total=False):
     metadata: Mapping[str, str] | None
     actor: Actor | None
     fork: Fork | None
+    agent: AgentRevision | None
 
 
 def operation_start(
@@ -84,16 +86,19 @@ def operation_start(
     tenant: Tenant,
     requested_by: User,
     subject_ref: str,
-    family: str,
-    model: str,
     input_text: str,
+    family: str = "",
+    model: str = "",
     **options: Unpack[StartOptions],
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit (options:
-    :class:`StartOptions`). Raises :class:`OperationError` (``unknown_family``,
-    ``unknown_tool``, ``invalid_messages``, ``unsupported_setting``, ``bad_budget``,
-    ``unknown_transport``, ``no_script``, ``no_credentials``).
-    """
+    :class:`StartOptions`; ``family`` and ``model`` only without an ``agent``). Raises
+    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``invalid_messages``,
+    ``unsupported_setting`` naming ``details["setting"]``, ``bad_budget``, ``unknown_transport``,
+    ``no_script``, ``no_credentials``, ``agent_conflict``)."""
+    agent = options.get("agent")
+    if agent is not None:
+        family, model, options = with_agent(agent, family=family, model=model, options=options)
     operation = _operation(
         tenant=tenant,
         requested_by=requested_by,
@@ -118,12 +123,10 @@ def _operation(
     options: StartOptions,
 ) -> Operation:
     """The unsaved operation :func:`operation_start` asks for, every input checked."""
-    adapter = _adapter(family)
-    names = _tool_names(tenant, options.get("tool_names"))
-    effective = _budgets(options.get("budgets"))
-    script = options.get("replay_script")
-    transport = options.get("transport", Operation.Transport.REPLAY)
-    _check_transport(transport, script, adapter.provider)
+    adapter = family_adapter(family)
+    names = tool_names_check(tenant, options.get("tool_names"))
+    effective = budgets_check(options.get("budgets"))
+    transport, script = _transport(options, adapter.provider)
     stream = options.get("stream")
     return Operation(
         tenant=tenant,
@@ -134,6 +137,7 @@ def _operation(
         transport=transport,
         stream=settings.CALLGATE_LIVE_STREAMING if stream is None else stream,
         replay_script=script,
+        agent_revision=options.get("agent"),
         tool_names=names,
         budgets=effective,
         metadata=dict(options.get("metadata") or {}),
@@ -142,14 +146,57 @@ def _operation(
     )
 
 
-def _adapter(family: str) -> ProviderAdapter:
+def with_agent(
+    agent: AgentRevision, *, family: str, model: str, options: StartOptions
+) -> tuple[str, str, StartOptions]:
+    """The family, model and options of an operation started from ``agent``: its family,
+    model, instructions and tools (the request may not give them), its settings with the
+    request's on top (per setting: the request's wins), and its budgets, which the request may
+    lower but not raise. Raises :class:`OperationError` (``agent_conflict``, with
+    ``details["fields"]``: option name, or ``budgets.<name>``, → messages)."""
+    given = {
+        "family": bool(family),
+        "model": bool(model),
+        "instructions": "instructions" in options,
+        "tool_names": options.get("tool_names") is not None,
+    }
+    message = f"set by the agent profile {agent.label}; start without an agent to choose it"
+    conflicts = {name: [message] for name, present in given.items() if present}
+    budgets = dict(agent.budgets)
+    for name, value in (options.get("budgets") or {}).items():
+        if _number(value) and _number(budgets.get(name)) and value > budgets[name]:
+            limit = f"at most {budgets[name]}, the agent profile {agent.label}'s budget"
+            conflicts[f"budgets.{name}"] = [limit]
+        budgets[name] = value
+    if conflicts:
+        raise OperationError(
+            "agent_conflict",
+            f"The request conflicts with the agent profile {agent.label}.",
+            details={"fields": conflicts},
+        )
+    merged = StartOptions(**options)
+    merged["instructions"] = agent.instructions
+    merged["tool_names"] = agent.tool_names
+    merged["settings"] = {**agent.settings, **(options.get("settings") or {})}
+    merged["budgets"] = budgets
+    return agent.family, agent.model, merged
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def family_adapter(family: str) -> ProviderAdapter:
+    """The adapter of API ``family``; raises :class:`OperationError` (``unknown_family``)."""
     try:
         return get_adapter(family)
     except LookupError as exc:
         raise OperationError("unknown_family", str(exc)) from None
 
 
-def _tool_names(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
+def tool_names_check(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
+    """``tool_names`` (default: every tool ``tenant`` may use); raises :class:`OperationError`
+    (``unknown_tool``) naming those it may not use."""
     available = catalogue.tool_names(tenant)
     names = list(tool_names) if tool_names is not None else available
     unknown = [name for name in names if name not in available]
@@ -168,7 +215,7 @@ def _request(
         "input_text": input_text,
         "instructions": options.get("instructions", ""),
         "messages": [{"role": m.role, "text": m.text} for m in messages],
-        "settings": _settings(adapter, options.get("settings"), tool_names).as_dict(),
+        "settings": settings_check(adapter, options.get("settings"), tool_names).as_dict(),
         "conversation": adapter.start_conversation(user_input=input_text, messages=messages),
     }
 
@@ -182,9 +229,11 @@ def _messages(messages: Sequence[Mapping[str, str]]) -> list[Message]:
     return [Message(role=m["role"], text=m["text"]) for m in messages]
 
 
-def _settings(
+def settings_check(
     adapter: ProviderAdapter, settings: Mapping[str, Any] | None, tool_names: Sequence[str]
 ) -> ModelSettings:
+    """``settings`` as :class:`ModelSettings` the family honours; raises
+    :class:`OperationError` (``unsupported_setting``, ``details["setting"]`` naming it)."""
     try:
         model_settings = ModelSettings.from_dict(settings or {})
         adapter.check_settings(model_settings, tool_names=tool_names)
@@ -195,14 +244,19 @@ def _settings(
     return model_settings
 
 
-def _budgets(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
+def budgets_check(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
+    """The effective budgets with ``budgets`` applied (:func:`toolcalls.guards.budgets_for`);
+    raises :class:`OperationError` (``bad_budget``)."""
     try:
         return budgets_for(budgets)
     except BudgetError as exc:
         raise OperationError("bad_budget", str(exc)) from None
 
 
-def _check_transport(transport: str, replay_script: ReplayScript | None, provider: str) -> None:
+def _transport(options: StartOptions, provider: str) -> tuple[str, ReplayScript | None]:
+    """The transport and replay script ``options`` ask for, checked for ``provider``."""
+    transport = options.get("transport", Operation.Transport.REPLAY)
+    replay_script = options.get("replay_script")
     if transport not in Operation.Transport.values:
         known = ", ".join(Operation.Transport.values)
         raise OperationError("unknown_transport", f"transport must be one of: {known}")
@@ -210,6 +264,7 @@ def _check_transport(transport: str, replay_script: ReplayScript | None, provide
         raise OperationError("no_script", "the replay transport needs a replay script")
     if transport == Operation.Transport.LIVE and live_settings(provider) is None:
         raise OperationError("no_credentials", f"no API key configured for {provider}")
+    return transport, replay_script
 
 
 def _created(operation: Operation, actor: Actor) -> Operation:
@@ -236,6 +291,7 @@ def _created(operation: Operation, actor: Actor) -> Operation:
                 "instructions_sha256": digest(operation.instructions),
                 "messages": len(operation.messages),
                 "settings": operation.settings,
+                **({"agent": operation.agent_revision.label} if operation.agent_revision else {}),
                 "tools": operation.tool_names,
                 "transport": operation.transport,
                 "budgets": operation.budgets,
@@ -293,6 +349,7 @@ def operation_follow_up(
         options=_follow_up_options(parent, replay_script),
     )
     operation.parent = parent
+    operation.agent_revision = parent.agent_revision  # its approval overrides go on too
     operation.conversation = _follow_up_conversation(parent, input_text)
     return _created(operation, actor or Actor.user(requested_by))
 

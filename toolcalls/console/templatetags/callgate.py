@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.forms import BoundField
+from django.utils import timezone
+from django.utils.html import format_html
 
 from toolcalls.reasons import reason_code
 
@@ -29,8 +33,8 @@ def as_json(value: Any) -> str:
 
 @register.filter
 def micros_usd(value: Any) -> str:
-    """Micro-USD as dollars with six decimals."""
-    return f"{int(value) / 1_000_000:.6f}" if isinstance(value, int) else str(value)
+    """Micro-USD as dollars to a hundredth of a cent (a turn costs fractions of a cent)."""
+    return f"{int(value) / 1_000_000:.4f}" if isinstance(value, int) else str(value)
 
 
 @register.filter
@@ -52,3 +56,89 @@ def shorten(value: Any, length: int = 24) -> str:
 def code_of_reason(reason: str) -> str:
     """The reason code an operation's ``terminal_reason`` starts with ("" without one)."""
     return reason_code(reason or "") or ""
+
+
+def _money(value: Any, currency: str) -> str:
+    return f"{cents(value)} {currency}".strip()
+
+
+@register.filter
+def summary_items(summary: Any, currency: str = "") -> list[tuple[str, str]]:
+    """A tool's summary (``[field, value]`` pairs, in the tool's order), dry run, arguments or
+    result (field → value: identifiers first, then amounts, then the rest, as JSON objects
+    stored by PostgreSQL lose their order) as (label, text) pairs for people. Amounts in cents
+    (``*_cents``) are shown in the ``currency`` field's currency, which is not listed itself,
+    or else in ``currency``."""
+    pairs = _pairs(summary)
+    currency = str(dict(pairs).get("currency", currency))
+    return [
+        (field_label(name), _money(value, currency) if name.endswith("_cents") else str(value))
+        for name, value in pairs
+        if name != "currency"
+    ]
+
+
+def _rank(name: str) -> int:
+    return 0 if name.endswith("_id") else 1 if name.endswith("_cents") else 2
+
+
+def _pairs(summary: Any) -> list[tuple[str, Any]]:
+    if isinstance(summary, dict):
+        return sorted(summary.items(), key=lambda item: (_rank(item[0]), item[0]))
+    if isinstance(summary, list):
+        return [(str(p[0]), p[1]) for p in summary if isinstance(p, list) and len(p) == 2]
+    return []
+
+
+@register.filter
+def amount(approval: Any) -> str:
+    """An approval's amount with its currency when its summary names one ("—" without)."""
+    if approval.amount_cents is None:
+        return "—"
+    return _money(approval.amount_cents, str(dict(_pairs(approval.summary)).get("currency", "")))
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """A date and time in the viewer's time zone, as ``<time>`` with UTC in its title."""
+    if value is None:
+        return "—"
+    local = timezone.localtime(value)
+    utc = value.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{} UTC">{}</time>',
+        utc.isoformat(),
+        f"{utc:%Y-%m-%d %H:%M:%S}",
+        f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}",
+    )
+
+
+@register.filter
+def autofocus(field: BoundField) -> str:
+    """The field's widget with ``autofocus``: the page's form takes the keyboard at once."""
+    return field.as_widget(attrs={"autofocus": True})
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    """``mapping[key]`` ("" when absent)."""
+    return mapping.get(key, "") if isinstance(mapping, dict) else ""
+
+
+@register.filter
+def detail_items(details: Any) -> list[tuple[str, str, bool]]:
+    """An audit event's details as (name, text, nested) rows for people: scalars as text in
+    full, nested values as indented JSON (shown folded)."""
+    if not isinstance(details, dict):
+        return []
+    return [
+        (
+            name.replace("_", " "),
+            json.dumps(value, indent=2, ensure_ascii=False)
+            if isinstance(value, dict | list)
+            else str(value),
+            isinstance(value, dict | list),
+        )
+        for name, value in details.items()
+        if value or value == 0
+    ]

@@ -1,0 +1,117 @@
+"""Agent profiles in the admin: a superuser creates one and changes it (each change a new
+revision); revisions are read-only; staff see only their tenants' agents."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from tests.factories import TenantFactory, UserFactory
+from tests.test_admin import change_url, superuser, url
+from toolcalls.actors import Actor
+from toolcalls.models import AgentProfile, AgentRevision, Tenant
+from toolcalls.services.agents import agent_create
+
+pytestmark = pytest.mark.django_db
+__all__ = ["superuser"]  # the fixture, used by name
+
+
+def _form(**fields: Any) -> dict[str, Any]:
+    data = {
+        "family": "openai_responses",
+        "model": "gpt-5.1",
+        "instructions": "You handle refunds.",
+        "settings": json.dumps({"temperature": 0.2}),
+        "tools": json.dumps(["get_order"]),
+        "budgets": json.dumps({"max_turns": 5}),
+        "approval_overrides": json.dumps({}),
+        "note": "",
+        "revisions-TOTAL_FORMS": "0",
+        "revisions-INITIAL_FORMS": "0",
+    }
+    return data | fields
+
+
+@pytest.fixture
+def tenant() -> Tenant:
+    return TenantFactory.create(slug="alpha")
+
+
+def test_a_superuser_creates_an_agent_and_each_change_is_a_new_revision(
+    superuser: Client, tenant: Tenant
+) -> None:
+    response = superuser.post(
+        url(AgentProfile, "add"), _form(tenant=tenant.pk, name="refunds", note="first")
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    profile = AgentProfile.objects.get(tenant=tenant, name="refunds")
+    first = profile.revisions.get()
+    assert (first.number, first.tool_names, first.settings) == (
+        1,
+        ["get_order"],
+        {"temperature": 0.2},
+    )
+    assert (first.note, first.created_by) == ("first", "user:root")
+    page = superuser.get(change_url(profile)).content.decode()
+    assert "You handle refunds." in page  # the form starts from the latest revision
+    changed = _form(
+        instructions="Be brief.",
+        note="shorter",
+        **{"revisions-INITIAL_FORMS": "1", "revisions-TOTAL_FORMS": "1"},
+    )
+    response = superuser.post(change_url(profile), changed)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert [(r.number, r.instructions) for r in profile.revisions.order_by("number")] == [
+        (1, "You handle refunds."),
+        (2, "Be brief."),
+    ]
+    assert superuser.get(url(AgentProfile, "delete", profile.pk)).status_code == 403
+
+
+def test_a_bad_definition_is_a_form_error(superuser: Client, tenant: Tenant) -> None:
+    for fields, field in [
+        ({"tools": json.dumps(["launch_rocket"])}, "tools"),
+        ({"settings": json.dumps({"colour": "blue"})}, "settings"),
+        (
+            {"approval_overrides": json.dumps({"get_order": {"policy": "never"}})},
+            "approval_overrides",
+        ),
+        ({"name": "Not A Slug"}, "name"),
+    ]:
+        body = _form(tenant=tenant.pk, name="refunds") | fields
+        response = superuser.post(url(AgentProfile, "add"), body)
+        assert response.status_code == 200
+        assert field in response.context["adminform"].form.errors, fields
+    assert not AgentProfile.objects.exists()
+
+
+def test_revisions_are_read_only_and_staff_see_only_their_tenants_agents(
+    superuser: Client, tenant: Tenant
+) -> None:
+    definition: Any = {"family": "openai_chat", "model": "m"}
+    mine = agent_create(tenant=tenant, name="mine", definition=definition, actor=Actor.system("t"))
+    other = TenantFactory.create(slug="bravo")
+    theirs = agent_create(
+        tenant=other, name="theirs", definition=definition, actor=Actor.system("t")
+    )
+    response = superuser.post(change_url(mine), {"model": "changed"})
+    assert response.status_code == 403
+    assert AgentRevision.objects.get(pk=mine.pk).model == "m"
+    user: User = UserFactory.create(username="support-alpha", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_agentprofile", "view_agentrevision"])
+    )
+    tenant.members.add(user)
+    staff = Client()
+    staff.force_login(user)
+    listing = staff.get(url(AgentRevision, "changelist")).content.decode()
+    assert "mine@1" in listing and "theirs@1" not in listing
+    assert staff.get(change_url(theirs.profile)).status_code == 302
+    assert staff.get(change_url(mine.profile)).status_code == 200
+    assert (
+        staff.post(url(AgentProfile, "add"), _form(tenant=tenant.pk, name="x")).status_code == 403
+    )
