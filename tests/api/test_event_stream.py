@@ -209,4 +209,6 @@ def test_refusals_are_json_in_the_one_shape(demo: DemoSeed, eager_tasks: None) -
     wrong = client.get(path, HTTP_ACCEPT="text/event-stream", HTTP_LAST_EVENT_ID="seven")
     error = error_of(wrong, 400, "invalid_request")
     assert list(error["details"]["fields"]) == ["Last-Event-ID"]
+    blank = client.get(path, HTTP_ACCEPT="text/event-stream", HTTP_LAST_EVENT_ID=" ")
+    error_of(blank, 400, "invalid_request")
     error_of(other.get(path, HTTP_ACCEPT="text/event-stream"), 404, "not_found")

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -68,7 +68,15 @@ class AgentsView(AgentView, ApiListView):
         return self.profiles()
 
     @extend_schema(
-        summary="List agent profiles", responses={200: AgentSerializer(many=True), **ERRORS}
+        summary="List agent profiles",
+        responses={
+            200: OpenApiResponse(
+                AgentSerializer(many=True),
+                "The tenant's profiles, newest first, each with its latest revision.",
+                [examples.AGENTS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
@@ -76,8 +84,12 @@ class AgentsView(AgentView, ApiListView):
     @extend_schema(
         summary="Create an agent profile",
         request=AgentCreateSerializer,
-        responses={201: AgentSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(AgentSerializer, "Created, at revision 1.", [examples.AGENT]),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.AGENT_CREATE],
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -99,7 +111,15 @@ class AgentDetailView(AgentView):
 
     scopes = {"GET": (AGENTS_READ,)}
 
-    @extend_schema(summary="Retrieve an agent profile", responses={200: AgentSerializer, **ERRORS})
+    @extend_schema(
+        summary="Retrieve an agent profile",
+        responses={
+            200: OpenApiResponse(
+                AgentSerializer, "The profile with its latest revision.", [examples.AGENT]
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request, name: str) -> Response:
         return Response(AgentSerializer(self.profile(name)).data)
 
@@ -118,7 +138,14 @@ class AgentRevisionsView(AgentView, ApiListView):
 
     @extend_schema(
         summary="List an agent profile's revisions",
-        responses={200: AgentRevisionSerializer(many=True), **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                AgentRevisionSerializer(many=True),
+                "The profile's revisions, oldest first.",
+                [examples.AGENT_REVISIONS],
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
@@ -126,8 +153,16 @@ class AgentRevisionsView(AgentView, ApiListView):
     @extend_schema(
         summary="Change an agent profile: a new revision",
         request=AgentDefinitionSerializer,
-        responses={201: AgentRevisionSerializer, **ERRORS},
+        responses={
+            201: OpenApiResponse(
+                AgentRevisionSerializer,
+                "The new revision, now the latest.",
+                [examples.AGENT_REVISED],
+            ),
+            **ERRORS,
+        },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.AGENT_REVISE],
     )
     @idempotent
     def post(self, request: Request, name: str) -> Response:
@@ -151,7 +186,12 @@ class AgentRevisionView(AgentView):
 
     @extend_schema(
         summary="Retrieve an agent profile revision",
-        responses={200: AgentRevisionSerializer, **ERRORS},
+        responses={
+            200: OpenApiResponse(
+                AgentRevisionSerializer, "The revision.", [examples.AGENT_REVISION]
+            ),
+            **ERRORS,
+        },
     )
     def get(self, request: Request, name: str, number: str) -> Response:
         revisions = self.profile(name).revisions.select_related("profile")

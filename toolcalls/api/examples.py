@@ -105,7 +105,11 @@ OPERATION_VALUE = {
     "model": "gpt-5.1",
     "transport": "live",
     "stream": False,
+    "agent": None,
+    "instructions": None,
+    "messages": [],
     "input": "Please refund my damaged headphones from order ORD-1001.",
+    "settings": {},
     "tools": ["get_order", "create_refund_draft", "submit_refund"],
     "budgets": {"max_turns": 8, "max_cost_usd": 1.0},
     "counters": {
@@ -406,3 +410,60 @@ REMOTE_SERVERS = page("The tenant's servers", _REMOTE_SERVER_VALUE)
 REMOTE_TOOL = _response("Awaiting review", _REMOTE_TOOL_VALUE)
 REMOTE_TOOL_ENABLED = _response("Enabled", _REMOTE_TOOL_ENABLED)
 REMOTE_TOOL_DISABLED = _response("Disabled", {**_REMOTE_TOOL_ENABLED, "enabled": False})
+
+# Agent profiles.
+
+_AGENT_REVISION_VALUE = {
+    "name": "refund-desk",
+    "revision": 1,
+    "family": "openai_responses",
+    "model": "gpt-5.1",
+    "instructions": "You help customers with refunds. Never promise more than the order's total.",
+    "settings": {},
+    "tools": ["get_order", "create_refund_draft", "submit_refund"],
+    "budgets": {"max_turns": 8},
+    "approval_overrides": {"create_refund_draft": {"policy": "always"}},
+    "note": "First version.",
+    "created_by": "service:billing-service",
+    "created_at": _AT,
+}
+_AGENT_VALUE = {
+    "name": "refund-desk",
+    "latest_revision": 1,
+    "created_at": _AT,
+    "updated_at": _AT,
+    "latest": _AGENT_REVISION_VALUE,
+}
+
+AGENT_CREATE = OpenApiExample(
+    "A refund desk",
+    request_only=True,
+    value={
+        "name": "refund-desk",
+        "family": "openai_responses",
+        "model": "gpt-5.1",
+        "instructions": _AGENT_REVISION_VALUE["instructions"],
+        "tools": _AGENT_REVISION_VALUE["tools"],
+        "budgets": {"max_turns": 8},
+        "approval_overrides": {"create_refund_draft": {"policy": "always"}},
+        "note": "First version.",
+    },
+)
+AGENT_REVISE = OpenApiExample(
+    "Another model",
+    request_only=True,
+    value={"model": "gpt-5.1-mini", "note": "A smaller model for the same desk."},
+)
+AGENT = _response("Created", _AGENT_VALUE)
+AGENTS = page("A page of agent profiles", _AGENT_VALUE)
+AGENT_REVISION = _response("The first revision", _AGENT_REVISION_VALUE)
+AGENT_REVISED = _response(
+    "A new revision",
+    {
+        **_AGENT_REVISION_VALUE,
+        "revision": 2,
+        "model": "gpt-5.1-mini",
+        "note": "A smaller model for the same desk.",
+    },
+)
+AGENT_REVISIONS = page("A page of revisions", _AGENT_REVISION_VALUE)

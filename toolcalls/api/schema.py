@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 
@@ -37,20 +38,29 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
 
 
 _BLANK = {"type": "string", "maxLength": 0}
+_NULL = {"enum": [None]}
 
 
 class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
     ``sometimes_absent`` names), request text that may not be blank saying so (and without
-    ``""`` as its default), and blank-or-formatted text as ``anyOf``."""
+    ``""`` as its default), blank-or-formatted text as ``anyOf``, and an object or null as
+    ``oneOf``."""
 
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
     ) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
         trimmed = getattr(field, "trim_whitespace", False) and not field.allow_blank
-        if direction == "request" and trimmed and schema.get("type") == "string":
-            # DRF drops surrounding blanks first: text of blanks only is blank.
+        own_pattern = any(isinstance(v, RegexValidator) for v in field.validators)
+        if (
+            direction == "request"
+            and trimmed
+            and not own_pattern
+            and schema.get("type") == "string"
+        ):
+            # DRF drops surrounding blanks first: text of blanks only is blank. A field with
+            # its own pattern says that one (drf-spectacular adds it when none is set).
             schema.setdefault("pattern", r"\S")
         if direction == "request" and schema.get("default") == "" and not field.allow_blank:
             # "Absent" is stored as "", which the field refuses from a client: no default to send.
@@ -63,6 +73,10 @@ class ContractSchema(AutoSchema):
             if value.get("oneOf", [None])[-1] == _BLANK:
                 # drf-spectacular's "a URI (or a pattern's text) or blank": "" may match both.
                 value["anyOf"] = value.pop("oneOf")
+            if value.get("nullable") and len(value.get("allOf", ())) == 1:
+                # A nested object or null: null does not match the object's own schema, so
+                # ``allOf`` with ``nullable`` allows no null; one of the object and null does.
+                value["oneOf"] = [*value.pop("allOf"), _NULL]
         if direction == "response" and schema.get("properties"):
             absent = set(getattr(serializer, "sometimes_absent", ()))
             schema["required"] = sorted(set(schema["properties"]) - absent)

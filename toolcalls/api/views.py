@@ -908,7 +908,9 @@ class OperationEventStreamView(ApiView):
 
 
 def _last_event_id(request: Request) -> int:
-    value = request.headers.get("Last-Event-ID", "0").strip() or "0"
+    # Blank is refused as the document says (an integer): EventSource sends the header only
+    # once an event had an ID.
+    value = request.headers.get("Last-Event-ID", "0").strip()
     if not (value.isascii() and value.isdigit()) or int(value) > MAX_EVENT_ID:
         message = f"Last-Event-ID must be a whole number from 0 to {MAX_EVENT_ID}."
         raise ApiError(400, "invalid_request", message, {"Last-Event-ID": [message]})
