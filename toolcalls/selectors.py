@@ -35,16 +35,18 @@ def operations_escalated(*, user: User, limit: int = 100) -> list[Operation]:
 
 
 def operation_get(*, user: User, public_id: str) -> Operation:
-    """The operation with its turns (and their calls), its parent and its follow-ups (oldest
-    first; ID and state) prefetched; raises ``Operation.DoesNotExist`` when it is not in one of
-    the user's tenants."""
+    """The operation with its turns (and their calls), its agent revision, the operation it
+    follows up or forks, and its follow-ups (oldest first; ID and state) prefetched; raises
+    ``Operation.DoesNotExist`` when it is not in one of the user's tenants."""
     calls = ToolCall.objects.order_by("position")
     turns = ModelTurn.objects.defer("request_frame", "request_items", "reply").order_by("index")
     follow_ups = Operation.objects.only("public_id", "state", "parent_id").order_by("created_at")
     return (
         operations_visible(user=user)
-        .select_related("tenant", "requested_by", "agent_revision__profile", "parent")
-        .defer("conversation", "parent__conversation")
+        .select_related(
+            "tenant", "requested_by", "agent_revision__profile", "parent", "forked_from"
+        )
+        .defer("conversation", "parent__conversation", "forked_from__conversation")
         .prefetch_related(
             Prefetch("turns", queryset=turns),
             Prefetch("turns__calls", queryset=calls),
