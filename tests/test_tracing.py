@@ -223,6 +223,16 @@ def test_a_failed_model_request_is_an_error_span(demo, eager_tasks, memory_spans
     assert all(span.attributes["error.type"] for span in chats)
 
 
+def test_a_failed_tool_run_is_an_error_span(demo, eager_tasks, memory_spans) -> None:
+    lookup = r.response(r.call("c1", "get_order", {"order_id": "ORD-9999"}))
+    start(demo, [lookup, r.final()], tool_names=["get_order"])
+    (span,) = [s for s in _in_memory(memory_spans) if s.name == "execute_tool get_order"]
+    assert span.status_code == StatusCode.ERROR.value
+    assert span.attributes["error.type"] == "ORDER_NOT_FOUND"
+    assert span.attributes["callgate.tool.outcome"] == "tool_error"
+    assert "gen_ai.tool.call.result" not in span.attributes  # CALLGATE_TRACE_CONTENT is off
+
+
 @override_settings(CALLGATE_TRACE_CONTENT=True)
 def test_arguments_and_results_are_recorded_only_when_asked(
     demo, eager_tasks, memory_spans
