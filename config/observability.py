@@ -6,7 +6,8 @@ Environment Variable Specification"): ``OTEL_TRACES_EXPORTER`` (``otlp`` — OTL
 comma-separated, or ``none``), ``OTEL_SERVICE_NAME`` (default ``callgate``),
 ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER`` and the batch processor's ``OTEL_BSP_*``.
 Unlike the SDK's own default, tracing is off unless ``OTEL_TRACES_EXPORTER`` names an exporter.
-``config.wsgi``, ``config.asgi`` and every Celery pool process call :func:`tracing_setup`.
+``config.wsgi``, ``config.asgi``, every Celery pool process and every ``CallgateCommand`` (so an
+operation a command starts opens its trace) call :func:`tracing_setup`.
 """
 
 from __future__ import annotations

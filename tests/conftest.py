@@ -92,6 +92,12 @@ def provider_settings(server: ReplayServer) -> dict[str, dict[str, str]]:
     }
 
 
+def database_url() -> str:
+    """The test database's URL, for a process the test starts (``TEST_DATABASE_URL``)."""
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 @pytest.fixture(scope="session")
 def otlp_receiver() -> Iterator[OtlpReceiver]:
     """The OTLP/HTTP endpoint the test worker exports its spans to."""
@@ -109,15 +115,13 @@ def celery_worker(
     the live transport pointed at :func:`replay_server` and its spans exported (OTLP) to
     :func:`otlp_receiver` within a tenth of a second."""
     with django_db_blocker.unblock():
-        db = connection.settings_dict
+        database = database_url()
     broker = settings.CELERY_BROKER_URL
     redis.Redis.from_url(broker).flushdb()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "TEST_DATABASE_URL": (
-            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-        ),
+        "TEST_DATABASE_URL": database,
         "TEST_CELERY_BROKER_URL": broker,
         "CALLGATE_DEMO_FAULTS": "1",
         "OTEL_TRACES_EXPORTER": "otlp",

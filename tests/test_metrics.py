@@ -92,6 +92,11 @@ def test_every_series_is_there_after_the_demo_refund(demo, inprocess_worker, rec
             if sample == name and labels.items() <= dict(have).items()
         ]
         assert found and sum(found) > 0, (name, labels)
+    # The duration's boundaries are the GenAI conventions' advised ones, in seconds.
+    duration = "gen_ai_client_operation_duration_seconds_bucket"
+    boundaries = {dict(have)["le"] for (sample, have) in samples if sample == duration}
+    advised = "0.01 0.02 0.04 0.08 0.16 0.32 0.64 1.28 2.56 5.12 10.24 20.48 40.96 81.92 +Inf"
+    assert boundaries == set(advised.split())
 
 
 RECORD = """

@@ -9,10 +9,14 @@ the SDK's in-memory exporter; the worker process exports over OTLP to the local 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 from opentelemetry.sdk.trace import TracerProvider
@@ -22,7 +26,7 @@ from opentelemetry.trace import StatusCode
 
 from approvals.services import approval_decide
 from tests import replies as r
-from tests.conftest import wait_for
+from tests.conftest import REPO, database_url, wait_for
 from tests.engine import bundled_replies, start
 from tests.otlp import OtlpReceiver, ReceivedSpan
 from toolcalls.models import Operation
@@ -117,6 +121,40 @@ def test_the_refund_is_one_trace_across_the_worker_and_the_approval(
         assert not [key for key in span.attributes if any(p in key for p in PROTECTED)]
 
 
+def test_a_fork_from_the_command_line_is_one_trace_through_the_worker(
+    demo, celery_worker, otlp_receiver
+) -> None:
+    """The command's process opens the fork's trace (exported over OTLP, as the worker's
+    spans are); the worker's spans of the fork are children of that root."""
+    original = start(demo, bundled_replies("refund_approve"))
+    parked = OperationState.WAITING_APPROVAL
+    wait_for(lambda: _refreshed(original).state == parked, what="the park")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "TEST_DATABASE_URL": database_url(),
+        "TEST_CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp_receiver.endpoint,
+    }
+    command = [sys.executable, "manage.py", "fork_operation", original.public_id]
+    ran = subprocess.run(
+        [*command, "--from-turn", "0"], env=env, cwd=REPO, check=True, capture_output=True
+    )
+    fork = Operation.objects.get(public_id=ran.stdout.decode().strip())
+    wait_for(lambda: _refreshed(fork).state == parked, what="the fork's park")
+    assert original.trace_context == {}  # the test process does not trace here
+    trace_id = fork.trace_context["traceparent"].split("-")[1]
+    expected = 1 + 3 + 1  # the root, three model requests, get_order run again
+    wait_for(lambda: len(_ours(otlp_receiver, trace_id)) >= expected, what="the fork's spans")
+    spans = _ours(otlp_receiver, trace_id)
+    (root,) = [span for span in spans if span.name == "invoke_agent"]
+    assert root.attributes["callgate.forked_from"] == original.public_id
+    assert all(span.parent_id == root.span_id for span in spans if span is not root)
+    names = sorted(span.name for span in spans if span is not root)
+    assert names == sorted(["execute_tool get_order", *["chat gpt-5.1-test"] * 3])
+
+
 def _refreshed(operation: Operation) -> Operation:
     operation.refresh_from_db()
     return operation
@@ -183,6 +221,16 @@ def test_a_failed_model_request_is_an_error_span(demo, eager_tasks, memory_spans
     assert chats
     assert all(span.status_code == StatusCode.ERROR.value for span in chats)
     assert all(span.attributes["error.type"] for span in chats)
+
+
+def test_a_failed_tool_run_is_an_error_span(demo, eager_tasks, memory_spans) -> None:
+    lookup = r.response(r.call("c1", "get_order", {"order_id": "ORD-9999"}))
+    start(demo, [lookup, r.final()], tool_names=["get_order"])
+    (span,) = [s for s in _in_memory(memory_spans) if s.name == "execute_tool get_order"]
+    assert span.status_code == StatusCode.ERROR.value
+    assert span.attributes["error.type"] == "ORDER_NOT_FOUND"
+    assert span.attributes["callgate.tool.outcome"] == "tool_error"
+    assert "gen_ai.tool.call.result" not in span.attributes  # CALLGATE_TRACE_CONTENT is off
 
 
 @override_settings(CALLGATE_TRACE_CONTENT=True)

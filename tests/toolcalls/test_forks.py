@@ -149,6 +149,10 @@ def test_the_console_forks_from_a_turn(demo, eager_tasks) -> None:
     assert fork.events.get(kind=AuditKind.OPERATION_CREATED).actor == "user:operator"
     shown = console.get(response["Location"])
     assert original.public_id.encode() in shown.content and b"Forked from" in shown.content
+    _approve(fork)  # the submit, asked again, is answered from the original's record
+    settled = original.calls.get(tool_name="submit_refund").public_id
+    timeline = console.get(response["Location"]).content.decode()
+    assert f"<span>settled by</span> {settled}" in timeline
     refused = console.post(url, {"from_turn": 9}, follow=True)
     assert b"has no turn 9" in refused.content
     support = Client()

@@ -1,4 +1,4 @@
-"""The command line's one mapping of :class:`~toolcalls.errors.CallgateError`."""
+"""The command line's one mapping of :class:`~toolcalls.errors.CallgateError`, and its traces."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from config.observability import tracing_setup
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
 
 
 class CallgateCommand(BaseCommand):
     """A management command whose refusals end it as a ``CommandError``: the message on stderr,
-    exit status 1, no traceback."""
+    exit status 1, no traceback. It traces as ``OTEL_*`` says, as web and worker processes do,
+    so an operation it starts (a fork, the demo's refund) opens its own trace."""
 
     def execute(self, *args: Any, **options: Any) -> Any:
+        tracing_setup()
         try:
             return super().execute(*args, **options)
         except CallgateError as exc:

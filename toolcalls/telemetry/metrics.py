@@ -50,7 +50,7 @@ MODEL_DURATION = Histogram(
     "gen_ai_client_operation_duration_seconds",
     "Duration of model requests, seconds (gen_ai.client.operation.duration).",
     [*_GEN_AI, "error_type"],
-    buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96),
+    buckets=tuple(round(0.01 * 2**n, 2) for n in range(14)),  # 0.01 s doubling to 81.92 s
     registry=REGISTRY,
 )
 TOKEN_USAGE = Histogram(
