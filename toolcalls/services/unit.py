@@ -27,6 +27,7 @@ from django.utils import timezone
 from toolcalls.guards import PastCall
 from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
+from toolcalls.services.writes import Change
 
 Leased = Operation | ToolCall
 
@@ -96,16 +97,22 @@ class Step:
         return self._history
 
     def flush(self) -> None:
-        """Write what the step changed: events (one insert), then each changed row once; rows
-        of one model with the same changed fields go in one UPDATE."""
-        audit_insert(self._events)
-        self._events = []
+        """Write what the step changed, each changed row once: rows of one model with the same
+        changed fields in one UPDATE; the events and every row changed alone in one statement
+        (:func:`audit_insert`)."""
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
         for row, fields in self._changed.values():
             if fields:
                 groups.setdefault((type(row), frozenset(fields)), []).append(row)
+        alone: list[Change] = []
         for (model, names), rows in groups.items():
-            _save(model, sorted(names | _TOUCHED.get(model, set())), rows)
+            saved = sorted(names | _TOUCHED.get(model, set()))
+            if len(rows) == 1:
+                alone.append((rows[0], saved))
+            else:
+                _update_together(model, saved, rows)
+        audit_insert(self._events, alone)
+        self._events = []
         self._changed.clear()
         for action in self._wakeups:
             # robust: a broker that refuses a wake-up leaves the committed work to recovery.
@@ -120,10 +127,9 @@ _TOUCHED: dict[type[models.Model], set[str]] = {
 }
 
 
-def _save(model: type[models.Model], fields: list[str], rows: list[models.Model]) -> None:
-    if len(rows) == 1:
-        rows[0].save(update_fields=fields)
-        return
+def _update_together(
+    model: type[models.Model], fields: list[str], rows: list[models.Model]
+) -> None:
     if "updated_at" in fields:
         now = timezone.now()  # ``bulk_update`` does not apply ``auto_now``
         for row in rows:
