@@ -13,9 +13,9 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.factories import OperationFactory, ToolCallFactory
+from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
 from toolcalls.actors import Actor
-from toolcalls.models import Operation, ToolCall
+from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.services.audit_verify import audit_chain_verify
 from toolcalls.services.unit import (
     Step,
@@ -120,6 +120,22 @@ def test_a_changed_row_that_is_gone_fails_the_step() -> None:
         step.change(gone, "error_code")
         step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST)
     assert not operation.events.exists()
+
+
+def test_a_new_turn_and_the_history_go_in_one_statement() -> None:
+    earlier = ToolCallFactory.create(state="SUCCEEDED")
+    with operation_step(earlier.operation_id) as step:
+        assert step is not None
+        turn = ModelTurnFactory.build(operation=step.operation, index=1)
+        with CaptureQueriesContext(connection) as captured:
+            step.insert_reading_history(turn)
+            history = step.history()  # read with the insert, not again
+    [statement] = [q["sql"] for q in captured.captured_queries]
+    assert statement.startswith('WITH i AS (INSERT INTO "toolcalls_modelturn"')
+    assert turn.pk == ModelTurn.objects.get(operation=earlier.operation, index=1).pk
+    assert [(p.provider_call_id, p.turn_index, p.state) for p in history] == [
+        (earlier.provider_call_id, earlier.turn.index, "SUCCEEDED")
+    ]
 
 
 def test_wake_ups_run_after_commit_and_never_after_a_rollback(

@@ -17,17 +17,17 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Unpack
+from typing import Any, Unpack
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from toolcalls.guards import PastCall
 from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
-from toolcalls.services.writes import Change
+from toolcalls.services.writes import Change, row_insert_reading
 
 Leased = Operation | ToolCall
 
@@ -84,17 +84,13 @@ class Step:
     def history(self) -> list[PastCall]:
         """The operation's calls stored before this step read them (read once per step)."""
         if self._history is None:
-            rows = ToolCall.objects.filter(operation=self.operation).values_list(
-                "provider_call_id",
-                "tool_name",
-                "arguments_sha256",
-                "turn__index",
-                "position",
-                "state",
-                "error_code",
-            )
-            self._history = [PastCall(*row) for row in rows]
+            self._history = [PastCall(*row) for row in _history_rows(self.operation)]
         return self._history
+
+    def insert_reading_history(self, row: models.Model) -> None:
+        """Insert ``row`` (new) and read :meth:`history` with it, in one statement."""
+        found = row_insert_reading(row, _history_rows(self.operation))
+        self._history = [PastCall(*values) for values in found]
 
     def flush(self) -> None:
         """Write what the step changed, each changed row once: rows of one model with the same
@@ -118,6 +114,19 @@ class Step:
             # robust: a broker that refuses a wake-up leaves the committed work to recovery.
             transaction.on_commit(action, robust=True)
         self._wakeups.clear()
+
+
+def _history_rows(operation: Operation) -> QuerySet[ToolCall, tuple[Any, ...]]:
+    """The fields of :class:`PastCall` of each of ``operation``'s calls."""
+    return ToolCall.objects.filter(operation=operation).values_list(
+        "provider_call_id",
+        "tool_name",
+        "arguments_sha256",
+        "turn__index",
+        "position",
+        "state",
+        "error_code",
+    )
 
 
 #: Fields saved with every change of a row of the model (``auto_now``).

@@ -1,4 +1,5 @@
-"""A step's writes in one statement on PostgreSQL: its audit events and each row it changed.
+"""A step's writes in one statement on PostgreSQL: its audit events and each row it changed;
+a new row and a read that goes with it.
 
 Each ``UPDATE`` and the events' ``INSERT`` are compiled by Django as they would be on their own
 (the same SQL and parameters as ``save(update_fields=...)`` and ``bulk_create``) and become the
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, connections, models
-from django.db.models import Q, sql
+from django.db.models import Q, QuerySet, sql
 
 from toolcalls.models import AuditEvent
 
@@ -53,7 +54,8 @@ def rows_write(events: list[AuditEvent], changes: Sequence[Change]) -> None:
     if any(count != 1 for count in found[: len(changes)]):
         raise DatabaseError("a step's changed row matched no row")
     if events:
-        _inserted(events, found[-1])
+        in_order = sorted(events, key=lambda event: event.seq)
+        _inserted(in_order, found[-1], connection.alias)
 
 
 def _separately(events: list[AuditEvent], changes: Sequence[Change]) -> None:
@@ -63,7 +65,7 @@ def _separately(events: list[AuditEvent], changes: Sequence[Change]) -> None:
         row.save(update_fields=names)
 
 
-def _update(row: models.Model, names: Sequence[str]) -> tuple[str, Sequence[object]]:
+def _update(row: models.Model, names: Sequence[str]) -> tuple[str, Sequence[Any]]:
     """``save(update_fields=names)``'s ``UPDATE`` of ``row`` (``pre_save`` applied, so
     ``auto_now`` fields take the time now), compiled."""
     model = type(row)
@@ -74,19 +76,48 @@ def _update(row: models.Model, names: Sequence[str]) -> tuple[str, Sequence[obje
     return query.get_compiler(row._state.db or "default").as_sql()
 
 
-def _insert(events: list[models.Model]) -> tuple[str, Sequence[object]]:
-    """``bulk_create(events)``'s ``INSERT`` (every concrete field but the id), compiled."""
-    opts = AuditEvent._meta
-    fields = [field for field in opts.concrete_fields if field is not opts.pk]
-    query = sql.InsertQuery(AuditEvent)
-    query.insert_values(fields, events)
-    [(insert, params)] = query.get_compiler(AuditEvent.objects.db).as_sql()
+def row_insert_reading(
+    row: models.Model, rows: QuerySet[Any, tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """Insert ``row`` (new; its id set afterwards) and return what ``rows`` (a ``values_list``
+    query whose first column is never NULL) reads, in one statement on PostgreSQL. The read
+    runs on the statement's snapshot, taken when it starts: inside a step, after the step's
+    locks, so it sees every committed change, as a statement of its own would; it does not see
+    ``row``."""
+    model, db = type(row), rows.db
+    if connections[db].vendor != "postgresql":
+        row.save(force_insert=True, using=db)
+        return list(rows)
+    quote = connections[db].ops.quote_name
+    insert, params = _insert([row])
+    select, select_params = rows.query.sql_with_params()
+    pk = quote(model._meta.pk.attname)  # type: ignore[union-attr]
+    statement = (
+        f"WITH i AS ({insert} RETURNING {pk}) "
+        f"SELECT i.{pk}, r.* FROM i LEFT JOIN ({select}) r ON TRUE"
+    )
+    with connections[db].cursor() as cursor:
+        cursor.execute(statement, [*params, *select_params])
+        found = cursor.fetchall()
+    _inserted([row], [found[0][0]], db)
+    return [tuple(values[1:]) for values in found if values[1] is not None]
+
+
+def _insert(rows: list[models.Model]) -> tuple[str, Sequence[Any]]:
+    """``bulk_create(rows)``'s ``INSERT`` (every concrete field but the id; ``pre_save``
+    applied, so ``auto_now_add`` fields take the time now), compiled."""
+    model = type(rows[0])
+    opts = model._meta
+    fields = [f for f in opts.local_concrete_fields if f is not opts.pk and not f.generated]
+    query = sql.InsertQuery(model)
+    query.insert_values(fields, rows)
+    [(insert, params)] = query.get_compiler(model._default_manager.db).as_sql()
     return insert, params
 
 
-def _inserted(events: list[AuditEvent], ids: Sequence[int]) -> None:
-    """Mark ``events`` saved, with the ids the database gave them (in ``seq`` order)."""
-    for event, pk in zip(sorted(events, key=lambda event: event.seq), ids, strict=True):
-        event.pk = pk
-        event._state.adding = False
-        event._state.db = AuditEvent.objects.db
+def _inserted(rows: Sequence[models.Model], ids: Sequence[int], db: str) -> None:
+    """Mark ``rows`` saved in ``db``, with the ids the database gave them (in their order)."""
+    for row, pk in zip(rows, ids, strict=True):
+        row.pk = pk
+        row._state.adding = False
+        row._state.db = db
