@@ -3,9 +3,10 @@
 A :class:`Step` holds the rows a step locked (the operation first, then the call the step is
 about; an app with a row of its own, an approval, locks it after that), collects which fields of
 which rows changed and the audit events written, and at the end saves each changed row once
-(the union of its changed fields), inserts the events in one statement and registers the
-wake-ups to send after commit. Nothing else in ``toolcalls.services`` calls ``save()`` on a row
-a step holds.
+(the union of its changed fields) and registers the wake-ups to send after commit. On
+PostgreSQL the events and the rows changed alone are written in one statement
+(:mod:`toolcalls.services.writes`). Nothing else in ``toolcalls.services`` writes a row a step
+holds.
 
 Leases (a token and an expiry on an operation or a call) fence a worker's claim: they are taken,
 checked and cleared here only.
