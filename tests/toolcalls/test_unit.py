@@ -8,14 +8,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.factories import OperationFactory, ToolCallFactory
+from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
 from toolcalls.actors import Actor
-from toolcalls.models import Operation, ToolCall
+from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.services.audit_verify import audit_chain_verify
 from toolcalls.services.unit import (
     Step,
@@ -34,11 +34,9 @@ TEST = Actor.system("test")
 
 
 def _statements(captured: CaptureQueriesContext, verb: str, table: str) -> list[str]:
-    return [
-        q["sql"]
-        for q in captured.captured_queries
-        if q["sql"].startswith(verb) and table in q["sql"]
-    ]
+    """The statements that ``verb`` (``UPDATE``, ``INSERT INTO``) ``table``, alone or as one of
+    the parts of a step's combined write."""
+    return [q["sql"] for q in captured.captured_queries if f'{verb} "{table}"' in q["sql"]]
 
 
 def test_a_row_changed_twice_is_saved_once_with_the_union_of_its_fields() -> None:
@@ -83,13 +81,61 @@ def test_events_go_in_one_insert_and_the_chain_verifies() -> None:
             step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST, details={"turn": turn})
         with CaptureQueriesContext(connection) as captured:
             step.flush()
-    assert len(_statements(captured, "INSERT", "toolcalls_auditevent")) == 1
+    assert len(_statements(captured, "INSERT INTO", "toolcalls_auditevent")) == 1
     operation.refresh_from_db()
     events = list(operation.events.order_by("seq"))
     assert [e.seq for e in events] == [1, 2, 3]
     assert [e.actor for e in events] == ["system:test"] * 3
     assert operation.audit_seq == 3 and operation.audit_head == events[-1].hash
     assert audit_chain_verify(operation_public_id=operation.public_id) == []
+
+
+def test_events_and_rows_changed_alone_go_in_one_statement() -> None:
+    call = ToolCallFactory.create()
+    with call_step(call.pk) as step:
+        step.call.error_code = "NO_PROGRESS"
+        step.change(step.call, "error_code")
+        step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST, call=step.call)
+        step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST)
+        events = list(step._events)
+        with CaptureQueriesContext(connection) as captured:
+            step.flush()
+    [write] = [q["sql"] for q in captured.captured_queries]
+    assert write.startswith("WITH ")
+    assert 'UPDATE "toolcalls_toolcall"' in write and 'UPDATE "toolcalls_operation"' in write
+    stored = list(call.operation.events.order_by("seq").values_list("pk", flat=True))
+    assert [event.pk for event in events] == stored
+    call.refresh_from_db()
+    assert call.error_code == "NO_PROGRESS" and call.updated_at > call.created_at
+    assert audit_chain_verify(operation_public_id=call.operation.public_id) == []
+
+
+def test_a_changed_row_that_is_gone_fails_the_step() -> None:
+    operation = OperationFactory.create()
+    with pytest.raises(DatabaseError), operation_step(operation.pk) as step:
+        assert step is not None
+        gone = ToolCallFactory.create(operation=operation)
+        ToolCall.objects.filter(pk=gone.pk).delete()
+        gone.error_code = "NO_PROGRESS"
+        step.change(gone, "error_code")
+        step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST)
+    assert not operation.events.exists()
+
+
+def test_a_new_turn_and_the_history_go_in_one_statement() -> None:
+    earlier = ToolCallFactory.create(state="SUCCEEDED")
+    with operation_step(earlier.operation_id) as step:
+        assert step is not None
+        turn = ModelTurnFactory.build(operation=step.operation, index=1)
+        with CaptureQueriesContext(connection) as captured:
+            step.insert_reading_history(turn)
+            history = step.history()  # read with the insert, not again
+    [statement] = [q["sql"] for q in captured.captured_queries]
+    assert statement.startswith('WITH i AS (INSERT INTO "toolcalls_modelturn"')
+    assert turn.pk == ModelTurn.objects.get(operation=earlier.operation, index=1).pk
+    assert [(p.provider_call_id, p.turn_index, p.state) for p in history] == [
+        (earlier.provider_call_id, earlier.turn.index, "SUCCEEDED")
+    ]
 
 
 def test_wake_ups_run_after_commit_and_never_after_a_rollback(

@@ -7,7 +7,7 @@ hash; ``toolcalls.services.audit.event_hash`` is the one definition used to writ
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.db import connection
@@ -17,6 +17,7 @@ from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.hooks import audit_recorded
 from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.services.writes import Change, rows_write
 from toolcalls.states import AuditKind
 
 # "token" ("access_token", "tokenValue") but not a count of tokens ("max_input_tokens").
@@ -102,12 +103,11 @@ def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEve
     return event
 
 
-def audit_insert(events: list[AuditEvent]) -> None:
-    """Insert ``events`` (one statement) and tell the audit listeners of each
-    (``toolcalls.hooks``), inside the transaction that records them."""
-    if not events:
-        return
-    AuditEvent.objects.bulk_create(events)
+def audit_insert(events: list[AuditEvent], changes: Sequence[Change] = ()) -> None:
+    """Insert ``events`` and save ``changes`` (rows and the fields to save: the chain head of
+    the operation among them) in one statement (:func:`rows_write`), then tell the audit
+    listeners of each event (``toolcalls.hooks``), inside the transaction that records them."""
+    rows_write(events, changes)
     for event in events:
         audit_recorded(event)
 
@@ -117,6 +117,5 @@ def audit_record(*, operation: Operation, **fields: Unpack[EventFields]) -> Audi
     change made outside a step (``toolcalls.services.unit``). Locking as for
     :func:`audit_event`."""
     event = audit_event(operation, **fields)
-    audit_insert([event])
-    operation.save(update_fields=["audit_seq", "audit_head", "updated_at"])
+    audit_insert([event], [(operation, ["audit_seq", "audit_head", "updated_at"])])
     return event

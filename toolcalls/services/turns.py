@@ -292,7 +292,7 @@ def _store_turn(
 ) -> ModelTurn:
     adapter = get_adapter(claim.family)
     usage = parsed.usage
-    turn = ModelTurn.objects.create(
+    turn = ModelTurn(
         operation=step.operation,
         index=claim.turn,
         response_id=storable(parsed.response_id or ""),
@@ -312,6 +312,10 @@ def _store_turn(
         sdk_version=claim.transport.sdk_version,
         latency_ms=latency_ms,
     )
+    if parsed.calls:
+        step.insert_reading_history(turn)  # the calls' checks read the operation's earlier ones
+    else:
+        turn.save(force_insert=True)
     _count(step, turn, claim.model)
     return turn
 

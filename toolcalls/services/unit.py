@@ -3,9 +3,10 @@
 A :class:`Step` holds the rows a step locked (the operation first, then the call the step is
 about; an app with a row of its own, an approval, locks it after that), collects which fields of
 which rows changed and the audit events written, and at the end saves each changed row once
-(the union of its changed fields), inserts the events in one statement and registers the
-wake-ups to send after commit. Nothing else in ``toolcalls.services`` calls ``save()`` on a row
-a step holds.
+(the union of its changed fields) and registers the wake-ups to send after commit. On
+PostgreSQL the events and the rows changed alone are written in one statement
+(:mod:`toolcalls.services.writes`). Nothing else in ``toolcalls.services`` writes a row a step
+holds.
 
 Leases (a token and an expiry on an operation or a call) fence a worker's claim: they are taken,
 checked and cleared here only.
@@ -17,16 +18,17 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Unpack
+from typing import Any, Unpack
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from toolcalls.guards import PastCall
 from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
+from toolcalls.services.writes import Change, row_insert_reading
 
 Leased = Operation | ToolCall
 
@@ -83,34 +85,49 @@ class Step:
     def history(self) -> list[PastCall]:
         """The operation's calls stored before this step read them (read once per step)."""
         if self._history is None:
-            rows = ToolCall.objects.filter(operation=self.operation).values_list(
-                "provider_call_id",
-                "tool_name",
-                "arguments_sha256",
-                "turn__index",
-                "position",
-                "state",
-                "error_code",
-            )
-            self._history = [PastCall(*row) for row in rows]
+            self._history = [PastCall(*row) for row in _history_rows(self.operation)]
         return self._history
 
+    def insert_reading_history(self, row: models.Model) -> None:
+        """Insert ``row`` (new) and read :meth:`history` with it, in one statement."""
+        found = row_insert_reading(row, _history_rows(self.operation))
+        self._history = [PastCall(*values) for values in found]
+
     def flush(self) -> None:
-        """Write what the step changed: events (one insert), then each changed row once; rows
-        of one model with the same changed fields go in one UPDATE."""
-        audit_insert(self._events)
-        self._events = []
+        """Write what the step changed, each changed row once: rows of one model with the same
+        changed fields in one UPDATE; the events and every row changed alone in one statement
+        (:func:`audit_insert`)."""
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
         for row, fields in self._changed.values():
             if fields:
                 groups.setdefault((type(row), frozenset(fields)), []).append(row)
+        alone: list[Change] = []
         for (model, names), rows in groups.items():
-            _save(model, sorted(names | _TOUCHED.get(model, set())), rows)
+            saved = sorted(names | _TOUCHED.get(model, set()))
+            if len(rows) == 1:
+                alone.append((rows[0], saved))
+            else:
+                _update_together(model, saved, rows)
+        audit_insert(self._events, alone)
+        self._events = []
         self._changed.clear()
         for action in self._wakeups:
             # robust: a broker that refuses a wake-up leaves the committed work to recovery.
             transaction.on_commit(action, robust=True)
         self._wakeups.clear()
+
+
+def _history_rows(operation: Operation) -> QuerySet[ToolCall, tuple[Any, ...]]:
+    """The fields of :class:`PastCall` of each of ``operation``'s calls."""
+    return ToolCall.objects.filter(operation=operation).values_list(
+        "provider_call_id",
+        "tool_name",
+        "arguments_sha256",
+        "turn__index",
+        "position",
+        "state",
+        "error_code",
+    )
 
 
 #: Fields saved with every change of a row of the model (``auto_now``).
@@ -120,10 +137,9 @@ _TOUCHED: dict[type[models.Model], set[str]] = {
 }
 
 
-def _save(model: type[models.Model], fields: list[str], rows: list[models.Model]) -> None:
-    if len(rows) == 1:
-        rows[0].save(update_fields=fields)
-        return
+def _update_together(
+    model: type[models.Model], fields: list[str], rows: list[models.Model]
+) -> None:
     if "updated_at" in fields:
         now = timezone.now()  # ``bulk_update`` does not apply ``auto_now``
         for row in rows:
