@@ -1,7 +1,8 @@
 """Remote tools at their edges: an MCP server over stdio (only where settings allow it), a tool
 its server no longer lists, a server that is no MCP server, an MCP result over the reply limit,
-an HTTP tool slower than its timeout, a requester without the risk's permission. Real servers on
-127.0.0.1 and a real stdio process."""
+an HTTP tool slower than its timeout, an HTTP tool changed while a call is parked, private
+addresses and addresses with credentials refused, a requester without the risk's permission.
+Real servers on 127.0.0.1 and a real stdio process."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from tests.engine import operator
 from tests.remote.conftest import ScriptedHttp, ScriptedMcp, send
 from tests.remote.test_remote_tools import (
     ADMIN,
+    OBJECT,
     enable,
     mcp_tool,
     register_http,
@@ -25,7 +28,14 @@ from tests.remote.test_remote_tools import (
     run,
 )
 from toolcalls.remote.models import RemoteEvent, RemoteServer
-from toolcalls.remote.services import GONE, RemoteError, ServerForm, remote_server_register
+from toolcalls.remote.services import (
+    GONE,
+    HttpToolForm,
+    RemoteError,
+    ServerForm,
+    remote_http_tool_register,
+    remote_server_register,
+)
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -154,3 +164,51 @@ def test_a_requester_without_the_risks_permission_cannot_call_a_remote_tool(
     refused = operation.calls.get()
     assert (refused.state, refused.error_code) == (CallState.REJECTED, "UNAUTHORIZED")
     assert scripted_http.requests == []
+
+
+def test_an_http_tool_changed_while_a_call_is_parked_makes_the_approval_stale(
+    demo: Any, scripted_http: ScriptedHttp
+) -> None:
+    from approvals.services import approval_decide
+
+    server = register_http(demo, scripted_http)
+    enable(server, "pay", risk="irreversible", approval="always")
+    operation = run(demo, "ledger__pay", {"order_id": "ORD-1"})
+    changed = {**OBJECT, "required": ["order_id", "amount_cents"]}
+    form = HttpToolForm("pay", "Pay", changed, f"{scripted_http.url}/pay")
+    remote_http_tool_register(server_pk=server.pk, form=form, actor=ADMIN)
+    approval = operation.approvals.get()
+    approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, reason="")
+    stale = operation.calls.get()
+    assert (stale.state, stale.error_code) == (CallState.REJECTED, "APPROVAL_STALE")
+    tool = server.tools.get()
+    assert not tool.enabled and tool.changed
+    assert scripted_http.requests == []
+
+
+PUBLIC = "http://127.0.0.1:9/pay"  # public enough where private addresses are allowed
+
+
+@pytest.mark.parametrize(
+    ("url", "reconcile_url", "allow_private", "message"),
+    [
+        ("http://127.0.0.1:9/pay", "", False, "not a public address"),
+        ("http://10.0.0.7/pay", "", False, "not a public address"),
+        ("http://user:secret@127.0.0.1:9/pay", "", True, "user name or password"),
+        ("file:///etc/passwd", "", True, "only http and https"),
+        (PUBLIC, "http://user:secret@127.0.0.1:9/reconcile", True, "user name or password"),
+    ],
+)
+def test_an_http_tools_addresses_pass_the_webhook_address_rules(
+    demo: Any, url: str, reconcile_url: str, allow_private: bool, message: str
+) -> None:
+    form = ServerForm(name="ledger", kind="http", signing_secret="s")
+    server = remote_server_register(tenant=demo.tenant, form=form, actor=ADMIN)
+    tool = HttpToolForm("pay", "", OBJECT, url, reconcile_url)
+    with (
+        override_settings(CALLGATE_REMOTE_ALLOW_PRIVATE=allow_private),
+        pytest.raises(RemoteError, match=message) as refused,
+    ):
+        remote_http_tool_register(server_pk=server.pk, form=tool, actor=ADMIN)
+    assert refused.value.code == "invalid_tool"
+    assert not server.tools.exists()
