@@ -1,8 +1,10 @@
 """An MCP server for tests, driven by a JSON file read on every request:
 ``{"tools": [<MCP tool>...], "calls": {"<name>": {"sleep_s", "is_error", "structured", "text"}}}``.
 
-Run: ``python tests/remote/mcp_fixture_server.py PORT FILE``. A test rewrites the file to change
-what the server lists (a new schema, a bad one, a name no model may call) or how it answers.
+Run: ``python tests/remote/mcp_fixture_server.py PORT FILE`` (streamable HTTP on 127.0.0.1:PORT)
+or ``python tests/remote/mcp_fixture_server.py stdio FILE`` (over stdio). A test rewrites the
+file to change what the server lists (a new schema, a bad one, a name no model may call) or how
+it answers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import anyio
 import mcp_types
 import uvicorn
 from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 
 
 def _script() -> dict[str, Any]:
@@ -41,7 +44,15 @@ async def _call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_t
     )
 
 
+async def _stdio(server: Server) -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
 if __name__ == "__main__":
     server = Server("callgate-test", on_list_tools=_list_tools, on_call_tool=_call_tool)
-    app = server.streamable_http_app(stateless_http=True, json_response=True)
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    if sys.argv[1] == "stdio":
+        anyio.run(_stdio, server)
+    else:
+        app = server.streamable_http_app(stateless_http=True, json_response=True)
+        uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")

@@ -210,7 +210,7 @@ def _classified(run: Callable[[], T], phase: _Phase) -> T:
         detail = "no answer in time" if isinstance(leaf, TimeoutError) else _name(leaf)
         if phase.sent:
             raise RemoteLost(f"the answer to the call was lost: {detail}") from exc
-        raise RemoteUnavailable(f"cannot use the MCP server: {detail}") from exc
+        raise RemoteUnavailable(detail) from exc
 
 
 def _leaf(exc: BaseException) -> BaseException:
