@@ -1,8 +1,8 @@
 """The rest of the console as a person uses it, in a real browser: sorting and the labelled
 filters of the queue, a requester's own request marked as not theirs to decide, a refund that
 failed badged as such on top, an extension that changes nothing refused, the settings and
-escalations pages, and the styled 403 and 404 pages (DEBUG off). Every page passes axe-core and
-fits 390 px."""
+escalations pages, the skip link, and the styled 403 and 404 pages (DEBUG off). Every page
+passes axe-core and fits 390 px."""
 
 from __future__ import annotations
 
@@ -161,6 +161,11 @@ def test_the_settings_page_and_the_styled_error_pages(
     page.goto("/console/settings/")
     expect(page.get_by_label("Show dates in the time zone")).to_be_visible()
     check(page)
+    page.keyboard.press("Tab")  # the first stop on every page
+    skip = page.get_by_role("link", name="Skip to content")
+    expect(skip).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
 
     expected_errors.update({403, 404})
     response = page.goto("/console/operations/op_000000000000000000000000/")
