@@ -40,14 +40,14 @@ def _pending(demo: Any, **fields: Any) -> ApprovalRequest:
     return ApprovalRequestFactory.create(call__turn__operation=operation, **fields)
 
 
-def _rows(page: Page) -> list[str]:
-    """The approval IDs of the queue's rows, top to bottom."""
+def _expect_rows(page: Page, *approvals: ApprovalRequest) -> None:
+    """The queue's rows are these approvals, top to bottom (waiting for the page to load)."""
     ids = page.get_by_test_id("queue").locator("tbody tr small.id")
-    return [text.strip() for text in ids.all_inner_texts()]
+    expect(ids).to_have_text([approval.public_id for approval in approvals])
 
 
 def _filter(page: Page, **choices: str) -> None:
-    """Set the queue's filters by their labels and press Filter."""
+    """Set the queue's filters by their labels, press Filter and wait for the new page."""
     filters = page.get_by_test_id("filters")
     for label, value in choices.items():
         field = filters.get_by_label(re.compile(rf"^{label}\b"))
@@ -55,7 +55,8 @@ def _filter(page: Page, **choices: str) -> None:
             field.select_option(value)
         else:
             field.fill(value)
-    filters.get_by_role("button", name="Filter").click()
+    with page.expect_navigation():
+        filters.get_by_role("button", name="Filter").click()
 
 
 def test_operator_sorts_and_filters_the_queue_by_its_labels(page: Page, demo: Any) -> None:
@@ -69,18 +70,19 @@ def test_operator_sorts_and_filters_the_queue_by_its_labels(page: Page, demo: An
     )
     log_in(page, "operator")
     page.goto("/console/approvals/")
-    assert _rows(page) == [small.public_id, large.public_id]  # soonest expiry first
+    _expect_rows(page, small, large)  # soonest expiry first
     _filter(page, **{"Sort by": "amount"})
-    assert _rows(page) == [large.public_id, small.public_id]
+    _expect_rows(page, large, small)
     _filter(page, **{"Sort by": "age"})
-    assert _rows(page) == [large.public_id, small.public_id]
+    _expect_rows(page, large, small)
     _filter(page, **{"Amount from": "10", "Amount to": "1000.00"})
-    assert _rows(page) == [large.public_id]
+    _expect_rows(page, large)
     check(page, "queue-filtered")
-    page.get_by_test_id("filters").get_by_role("link", name="Clear").click()
+    with page.expect_navigation():
+        page.get_by_test_id("filters").get_by_role("link", name="Clear").click()
     page.get_by_label("Expiring within 15 minutes").check()
-    page.get_by_test_id("filters").get_by_role("button", name="Filter").click()
-    assert _rows(page) == [small.public_id]
+    _filter(page)
+    _expect_rows(page, small)
     _filter(page, **{"Requested by": "nobody"})
     expect(page.get_by_test_id("queue")).to_have_count(0)
     expect(page.get_by_text("Nothing is waiting for a decision with these filters")).to_be_visible()
