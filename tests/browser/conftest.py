@@ -79,11 +79,21 @@ def screenshot_dir(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
+def expected_errors() -> set[int]:
+    """Error statuses this test means to see (it adds them); any other fails the test."""
+    return set()
+
+
+@pytest.fixture
 def page(
-    browser: Browser, live_server: LiveServer, screenshot_dir: Path, request: pytest.FixtureRequest
+    browser: Browser,
+    live_server: LiveServer,
+    screenshot_dir: Path,
+    expected_errors: set[int],
+    request: pytest.FixtureRequest,
 ) -> Iterator[Page]:
     """A page in a fresh context (no cookies) on the live server. Fails the test when the console
-    answered any request with an error status or a script threw."""
+    answered any request with an error status not in ``expected_errors`` or a script threw."""
     context = browser.new_context(
         base_url=live_server.url, viewport={"width": 1280, "height": 800}, locale="en-US"
     )
@@ -92,7 +102,7 @@ def page(
     problems: list[str] = []
 
     def on_response(response: Response) -> None:
-        if response.status >= 400:
+        if response.status >= 400 and response.status not in expected_errors:
             problems.append(f"HTTP {response.status} {response.request.method} {response.url}")
 
     tab.on("response", on_response)

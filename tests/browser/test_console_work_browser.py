@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tests import replies as r
+from tests.browser.pages import check, log_in
 from tests.engine import bundled_replies, operator, start
 from toolcalls.models import Operation
 
@@ -27,41 +26,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("eager_tasks"),
 ]
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-_AXE = Axe()
-#: The elements reaching past the right edge (to say what overflows).
-_WIDE = """Array.from(document.querySelectorAll('body *'))
-  .filter(e => e.getBoundingClientRect().right > 391)
-  .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.getBoundingClientRect().right)"""
-
-
-def _check(page: Page, name: str | None = None) -> None:
-    """axe-core finds nothing on the page; at 390 px nothing overflows sideways. With ``name``,
-    full-page screenshots at 1366 and 390 px are saved as ``var/screenshots/NAME-WIDTH.png``."""
-    results = _AXE.run(page)
-    assert results.violations_count == 0, results.generate_report()
-    size = page.viewport_size
-    for width in (1366, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        if width == 390:
-            overflow = page.evaluate("document.documentElement.scrollWidth")
-            wide = page.evaluate(_WIDE) if overflow > 390 else []
-            assert overflow <= 390, f"{page.url} is {overflow} px wide at 390 px: {wide}"
-        if name:
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
-    if size:
-        page.set_viewport_size(size)
-
-
-def _log_in(page: Page, username: str) -> None:
-    page.goto("/login/")
-    _check(page)
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(f"{username}-demo-pass")
-    page.get_by_role("button", name="Log in").click()
-    expect(page.locator("form.who span")).to_have_text(username)
 
 
 def _focused_text(page: Page) -> str:
@@ -80,25 +44,25 @@ def _tab_to(page: Page, text: str) -> None:
 def test_keyboard_only_approve_and_next_through_the_queue(page: Page, demo: Any) -> None:
     first = start(demo, bundled_replies("refund_approve")).approvals.get()
     second = start(demo, bundled_replies("refund_approve")).approvals.get()
-    _log_in(page, "operator")
+    log_in(page, "operator")
     page.goto("/console/approvals/")
     queue = page.get_by_test_id("queue")
     expect(queue.locator("tbody tr")).to_have_count(2)
     expect(queue).to_contain_text("cus_1001 · ORD-1001 · 49.99 USD · damaged item")
     expect(page.get_by_test_id("shortcuts")).to_contain_text("approve & next")
-    _check(page, "queue")
+    check(page, "queue")
 
     page.keyboard.press("j")
     page.keyboard.press("Enter")
     expect(page.get_by_test_id("approval-state")).to_have_text("PENDING")
     expect(page).to_have_url(f"/console/approvals/{first.public_id}/", ignore_case=False)
     expect(page.get_by_test_id("summary")).to_contain_text("49.99 USD")
-    _check(page, "approval")
+    check(page, "approval")
 
     page.keyboard.press("a")
     expect(page.get_by_role("heading", name="Approve submit_refund?")).to_be_visible()
     expect(page.get_by_label("Note")).to_be_focused()
-    _check(page)
+    check(page)
     page.keyboard.type("Receipt checked.")
     _tab_to(page, "Confirm approve & next")
     page.keyboard.press("Enter")
@@ -125,16 +89,16 @@ def test_keyboard_only_approve_and_next_through_the_queue(page: Page, demo: Any)
     outcome = page.get_by_test_id("outcome")
     expect(outcome).to_contain_text("Refund id RF-RD-ORD-1001-1")
     expect(outcome.get_by_role("link", name=first.public_id)).to_be_visible()
-    _check(page, "operation")
+    check(page, "operation")
     page.goto(f"/console/operations/{second.operation.public_id}/")
     expect(page.get_by_test_id("operation-state")).to_have_text("COMPLETED after a denial")
     expect(page.get_by_test_id("outcome")).to_contain_text("Duplicate request.")
-    _check(page)
+    check(page)
 
     page.goto("/console/approvals/decided/")
     expect(page.get_by_test_id("decisions").locator("tbody tr")).to_have_count(2)
     expect(page.get_by_test_id("decisions")).to_contain_text("Duplicate request.")
-    _check(page, "decisions")
+    check(page, "decisions")
 
 
 def test_an_already_paid_draft_cannot_be_approved(page: Page, demo: Any) -> None:
@@ -151,17 +115,17 @@ def test_an_already_paid_draft_cannot_be_approved(page: Page, demo: Any) -> None
     again = start(demo, [r.response(r.call("s2", "submit_refund", submit))]).approvals.get()
     approval_decide(approval_pk=paid.approvals.get().pk, actor=operator(), approve=True)
 
-    _log_in(page, "operator")
+    log_in(page, "operator")
     page.goto(f"/console/approvals/{again.public_id}/")
     expect(page.get_by_test_id("preview")).to_contain_text("already submitted")
     expect(page.get_by_test_id("approve-disabled")).to_have_attribute("aria-disabled", "true")
     expect(page.get_by_test_id("approve-blocked")).to_contain_text("approving would pay nothing")
-    _check(page, "approval-blocked")
+    check(page, "approval-blocked")
 
 
 def test_a_stale_decision_says_so_and_keeps_the_reason(page: Page, demo: Any) -> None:
     approval = start(demo, bundled_replies("refund_approve")).approvals.get()
-    _log_in(page, "operator")
+    log_in(page, "operator")
     page.goto(f"/console/approvals/{approval.public_id}/deny/")
     page.get_by_label("Reason (sent to the model)").fill("The customer withdrew the request.")
     approval_decide(approval_pk=approval.pk, actor=operator(), approve=True)  # someone else
@@ -170,7 +134,7 @@ def test_a_stale_decision_says_so_and_keeps_the_reason(page: Page, demo: Any) ->
     expect(page.get_by_label("Reason (sent to the model)")).to_have_value(
         "The customer withdrew the request."
     )
-    _check(page)
+    check(page)
 
 
 def test_an_expired_approval_shows_expired_before_the_sweep(page: Page, demo: Any) -> None:
@@ -178,7 +142,7 @@ def test_an_expired_approval_shows_expired_before_the_sweep(page: Page, demo: An
     ApprovalRequest.objects.filter(pk=approval.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    _log_in(page, "operator")
+    log_in(page, "operator")
     page.goto(f"/console/approvals/{approval.public_id}/")
     expect(page.get_by_test_id("approval-state")).to_have_text("EXPIRED")
     expect(page.get_by_test_id("blocker")).to_contain_text("expired")
@@ -189,13 +153,13 @@ def test_an_expired_approval_shows_expired_before_the_sweep(page: Page, demo: An
 
 def test_support_finds_operations_by_customer_order_and_id_prefix(page: Page, demo: Any) -> None:
     operations: list[Operation] = [start(demo, bundled_replies("refund_approve")) for _ in range(2)]
-    _log_in(page, "support")
+    log_in(page, "support")
     search = page.get_by_test_id("search")
     search.fill("CUS_1001")
     search.press("Enter")
     expect(page.get_by_test_id("result-count")).to_have_text("2 operations match “CUS_1001”.")
     expect(page.get_by_test_id("results")).to_contain_text("customer cus_1001")
-    _check(page, "search")
+    check(page, "search")
     search = page.get_by_test_id("search")
     search.fill("ord-1001")
     search.press("Enter")
@@ -208,7 +172,7 @@ def test_support_finds_operations_by_customer_order_and_id_prefix(page: Page, de
     assert operations[0].public_id in page.url
     page.goto("/console/operations/?customer=cus_1001")
     expect(page.get_by_test_id("operations").locator("tbody tr")).to_have_count(2)
-    _check(page, "operations")
+    check(page, "operations")
     page.goto("/console/settings/")
     page.get_by_label("Show dates in the time zone").select_option("Europe/Paris")
     page.get_by_role("button", name="Save").click()
@@ -220,7 +184,7 @@ def test_support_finds_operations_by_customer_order_and_id_prefix(page: Page, de
 
 def test_bulk_deny_reports_each_approval(page: Page, demo: Any) -> None:
     approvals = [start(demo, bundled_replies("refund_approve")).approvals.get() for _ in range(2)]
-    _log_in(page, "operator")
+    log_in(page, "operator")
     page.goto("/console/approvals/")
     for approval in approvals:
         page.get_by_label(f"Select {approval.public_id}").check()
@@ -229,4 +193,4 @@ def test_bulk_deny_reports_each_approval(page: Page, demo: Any) -> None:
     report = page.get_by_test_id("bulk-report")
     expect(report.locator("tbody tr")).to_have_count(2)
     expect(report).to_contain_text("denied")
-    _check(page, "bulk-report")
+    check(page, "bulk-report")

@@ -250,7 +250,7 @@ def test_badges_tell_a_failed_refund_and_a_denial_from_a_success(demo, monkeypat
     client = _client("support")
     page = client.get(reverse("operations:detail", args=[failed.public_id])).content.decode()
     assert "COMPLETED, submit_refund failed" in page
-    outcome = page[page.index('data-testid="outcome"') : page.index("<h2>Request</h2>")]
+    outcome = page[page.index('data-testid="outcome"') : page.index("<h2>Agent and settings</h2>")]
     assert "CARD_DECLINED" in outcome and "The bank declined the refund." in outcome
     page = client.get(reverse("operations:detail", args=[denied.public_id])).content.decode()
     assert "COMPLETED after a denial" in page
@@ -325,3 +325,13 @@ def test_bulk_decides_each_on_its_own_and_reports_each(demo) -> None:
     fresh.refresh_from_db()
     assert (fresh.state, fresh.decision_reason) == ("DENIED", "Dup.")
     assert client.post(reverse("approvals:bulk"), {"decision": "deny"}).status_code == 302
+
+
+def test_the_budgets_show_money_in_dollars_and_each_heading_once(demo) -> None:
+    operation: Operation = start(demo, bundled_replies("refund_approve"))
+    page = _client("support").get(reverse("operations:detail", args=[operation.public_id]))
+    text = page.content.decode()
+    cost = operation.cost_micros / 1_000_000
+    assert f'<td data-label="Used">{cost:.4f} USD</td>' in text
+    assert '<td data-label="Limit">5.00 USD</td>' in text
+    assert text.count("<h2>Request</h2>") == 1 and "<h2>Agent and settings</h2>" in text
