@@ -1,5 +1,6 @@
 """Agent profiles in the admin: a superuser creates one and changes it (each change a new
-revision); revisions are read-only; staff see only their tenants' agents."""
+revision); revisions are read-only; staff see only their tenants' agents; an operation's page
+shows the agent revision it ran with, the operation it follows up and what it asked."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from tests.factories import TenantFactory, UserFactory
+from tests.factories import OperationFactory, TenantFactory, UserFactory
 from tests.test_admin import change_url, superuser, url
 from toolcalls.actors import Actor
 from toolcalls.models import AgentProfile, AgentRevision, Tenant
@@ -115,3 +116,27 @@ def test_revisions_are_read_only_and_staff_see_only_their_tenants_agents(
     assert (
         staff.post(url(AgentProfile, "add"), _form(tenant=tenant.pk, name="x")).status_code == 403
     )
+
+
+def test_an_operations_page_shows_its_agent_revision_parent_and_request(
+    superuser: Client, tenant: Tenant
+) -> None:
+    revision = agent_create(
+        tenant=tenant,
+        name="refunds",
+        definition={"family": "openai_responses", "model": "gpt-5.1"},
+        actor=Actor.system("test"),
+    )
+    parent = OperationFactory.create(tenant=tenant)
+    operation = OperationFactory.create(
+        tenant=tenant,
+        parent=parent,
+        agent_revision=revision,
+        instructions="You handle <refunds>.",
+        settings={"max_output_tokens": 700},
+    )
+    page = superuser.get(change_url(operation)).content.decode()
+    assert "refunds@1" in page
+    assert parent.public_id in page
+    assert "You handle &lt;refunds&gt;." in page
+    assert "max_output_tokens" in page

@@ -25,8 +25,10 @@ from tests.api.support import (
 from tests.engine import bundled_replies
 from tests.providers.settings_cases import INSTRUCTIONS, MAPPED, MESSAGES
 from tests.replies import final
+from toolcalls.binding import digest
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import AgentRevision, Operation
+from toolcalls.states import AuditKind
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 AGENT = {
@@ -97,11 +99,19 @@ def test_instructions_and_settings_land_in_the_first_request_of_each_family(
     data = response.json()
     assert (data["instructions"], data["settings"]) == (INSTRUCTIONS, settings)
     assert data["messages"] == body["messages"]
-    sent = Operation.objects.get(public_id=data["id"]).turns.get(index=0).request_body
+    operation = Operation.objects.get(public_id=data["id"])
+    sent = operation.turns.get(index=0).request_body
     for field, value in landed.items():
         assert sent[field] == value, field
     if family == "openai_chat":
         assert sent["messages"][0] == {"role": "developer", "content": INSTRUCTIONS}
+    created = operation.events.get(kind=AuditKind.OPERATION_CREATED).details
+    asked = {key: created[key] for key in ("instructions_sha256", "messages", "settings")}
+    assert asked == {
+        "instructions_sha256": digest(INSTRUCTIONS),
+        "messages": len(MESSAGES),
+        "settings": settings,
+    }
 
 
 @pytest.mark.parametrize(

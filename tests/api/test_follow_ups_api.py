@@ -113,6 +113,22 @@ def test_a_truncated_reply_goes_on_as_text_never_as_a_call(demo: DemoSeed) -> No
     assert added[-1]["content"] == "Go on."
 
 
+@pytest.mark.parametrize(
+    ("scenario", "ended"), [("refusal", S.REFUSED), ("max_tokens", S.INCOMPLETE)]
+)
+def test_a_refused_or_incomplete_operation_can_be_followed_up_and_stays_as_it_ended(
+    client: APIClient, scenario: str, ended: str
+) -> None:
+    parent = create(client, scenario)
+    assert parent["state"] == ended
+    response = _follow_up(client, parent["id"], [r.final("Here is what I can do.")])
+    assert response.status_code == 201, response.content
+    follow_up = response.json()
+    assert (follow_up["parent"], follow_up["state"]) == (parent["id"], S.COMPLETED)
+    shown = get(client, f"/operations/{parent['id']}").json()
+    assert (shown["state"], shown["follow_ups"]) == (ended, [follow_up["id"]])
+
+
 def test_only_an_operation_that_ended_with_an_answer_can_be_followed_up(
     client: APIClient,
 ) -> None:

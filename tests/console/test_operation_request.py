@@ -1,5 +1,5 @@
 """The operation page shows what the model was asked with: agent revision, instructions,
-earlier messages and settings."""
+earlier messages, settings and the tools it offers."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def test_the_page_shows_the_agent_revision_instructions_and_settings(demo: Any) 
             "model": "gpt-5.1",
             "instructions": "You are the <refund> desk.",
             "settings": {"temperature": 0.3},
+            "tool_names": ["get_order", "submit_refund"],
         },
         actor=Actor.system("test"),
     )
@@ -63,9 +64,13 @@ def test_the_page_shows_the_agent_revision_instructions_and_settings(demo: Any) 
     assert "<strong>user</strong>: Hi" in page
     assert "<code>temperature</code></th><td><code>0.3</code>" in page
     assert "<code>max_output_tokens</code></th><td><code>700</code>" in page
+    assert '<dd data-testid="tools"><code>get_order</code>, <code>submit_refund</code></dd>' in page
 
 
 def test_without_an_agent_or_settings_the_page_says_so(demo: Any) -> None:
     page = _page(_start(demo, family="openai_responses", model="gpt-5.1"))
     assert '<dd data-testid="agent-revision">none</dd>' in page
     assert "the provider's defaults" in page
+    # Without a list of its own an operation offers every tool of its tenant's catalogue.
+    tools = "<code>create_refund_draft</code>, <code>get_order</code>, <code>submit_refund</code>"
+    assert f'<dd data-testid="tools">{tools}</dd>' in page
