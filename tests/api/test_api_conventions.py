@@ -742,6 +742,9 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint() -> None:
             if "/health/" not in path:
                 assert operation["security"] == [{"ApiKey": []}], path
                 assert {"401", "403", "429"} <= set(operation["responses"]), path
+            else:
+                assert operation["security"] == [], path  # needs no key, and says so
+    assert schema["servers"] == [{"url": "/", "description": "The server serving this document"}]
 
 
 def test_an_unknown_api_path_is_404_in_the_one_shape(demo: DemoSeed) -> None:

@@ -151,8 +151,12 @@ _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
 
 def complete_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """Add the shared statuses (in the one error shape) and response headers to every
-    operation, and the shared description to each status that has none."""
+    operation, and the shared description to each status that has none; an operation that
+    needs no key says so (``security: []``), and the document's server is the one serving it
+    (its paths carry ``/api/v1``)."""
+    result.setdefault("servers", [{"url": "/", "description": "The server serving this document"}])
     for _, method, operation in operations_of(result):
+        operation.setdefault("security", [])
         responses = operation.setdefault("responses", {})
         for code in shared_statuses(method, operation):
             responses.setdefault(str(code), {"content": _ERROR})
