@@ -14,6 +14,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("console/approvals/", include("approvals.urls")),
     path("console/search/", console_views.search, name="search"),
+    path("console/tools/", console_views.tools, name="console-tools"),
     path("console/settings/", console_views.console_settings, name="console-settings"),
     path("console/operations/", include("toolcalls.console.urls")),
     path("admin/", admin.site.urls),

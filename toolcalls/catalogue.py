@@ -33,7 +33,14 @@ from toolcalls import policy, registry
 from toolcalls.models import Operation, Tenant, TenantTool
 from toolcalls.policy import ApprovalPolicy, above_threshold, always
 from toolcalls.registry import ToolSpec
-from toolcalls.remote.specs import tenant_tool_names, tenant_tool_spec
+from toolcalls.remote.models import RemoteServer, RemoteTool
+from toolcalls.remote.specs import (
+    remote_spec,
+    tenant_tool,
+    tenant_tool_names,
+    tenant_tool_spec,
+    tenant_tools,
+)
 
 
 @dataclass
@@ -87,12 +94,18 @@ def tenant_spec(tenant: Tenant, name: str) -> ToolSpec | None:
 @dataclass(frozen=True)
 class Entry:
     """One tool as a tenant has it: its catalogue ``row`` (``None``: not in the catalogue, or
-    a remote tool, which its own rows govern), its effective ``spec`` and whether it is
-    ``enabled``."""
+    a remote tool, which its own rows govern), its effective ``spec``, whether it is
+    ``enabled``, and the ``server`` of a remote tool (``None``: deployed with Callgate)."""
 
     row: TenantTool | None
     spec: ToolSpec
     enabled: bool
+    server: RemoteServer | None = None
+
+    @property
+    def own(self) -> ToolSpec:
+        """The spec without the tenant's overrides (a remote tool's review is its own)."""
+        return (None if self.server else registry.get(self.spec.name)) or self.spec
 
 
 def entry(tenant: Tenant, name: str) -> Entry | None:
@@ -100,11 +113,26 @@ def entry(tenant: Tenant, name: str) -> Entry | None:
     tools; ``None`` for any other name."""
     base = registry.get(name)
     if base is None:
-        remote = tenant_tool_spec(tenant_id=tenant.pk, name=name)
-        return Entry(None, remote, enabled=True) if remote else None
+        remote = tenant_tool(tenant_id=tenant.pk, name=name)
+        return _remote_entry(remote) if remote else None
     row = _catalogue(tenant).rows.get(name)
     enabled = row is not None and row.enabled
     return Entry(row, tenant_spec(tenant, name) or base, enabled=enabled)
+
+
+def _remote_entry(tool: RemoteTool) -> Entry:
+    return Entry(None, remote_spec(tool), enabled=True, server=tool.server)
+
+
+def entries(tenant: Tenant) -> list[Entry]:
+    """Every tool ``tenant`` may use now (:func:`tool_names`), sorted by name: what
+    ``GET /api/v1/tools`` lists and the console's Tools page shows. Queries: one for the
+    remote tools, and one for the catalogue rows when they changed, whatever the number of
+    tools."""
+    deployed = (entry(tenant, name) for name in _deployed(tenant))
+    remote = [_remote_entry(tool) for tool in tenant_tools(tenant_id=tenant.pk)]
+    found = [*(one for one in deployed if one is not None), *remote]
+    return sorted(found, key=lambda one: one.spec.name)
 
 
 def enabled(operation: Operation, name: str) -> bool:
@@ -119,9 +147,13 @@ def enabled(operation: Operation, name: str) -> bool:
 def tool_names(tenant: Tenant) -> list[str]:
     """Every tool name ``tenant`` may use now, sorted: its enabled deployed tools and its
     enabled remote tools."""
+    return sorted([*_deployed(tenant), *tenant_tool_names(tenant_id=tenant.pk)])
+
+
+def _deployed(tenant: Tenant) -> list[str]:
+    """Names of the registered tools enabled in ``tenant``'s catalogue."""
     rows = _catalogue(tenant).rows.values()
-    deployed = [row.tool_name for row in rows if row.enabled and registry.get(row.tool_name)]
-    return sorted([*deployed, *tenant_tool_names(tenant_id=tenant.pk)])
+    return [row.tool_name for row in rows if row.enabled and registry.get(row.tool_name)]
 
 
 def declarations(operation: Operation) -> list[ToolDeclaration]:

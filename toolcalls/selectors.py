@@ -23,6 +23,14 @@ def operations_visible(*, user: User) -> QuerySet[Operation]:
     return Operation.objects.filter(tenant_id__in=list(tenants))
 
 
+def tool_catalogues(*, user: User) -> list[tuple[Tenant, list[catalogue.Entry]]]:
+    """Each of the user's tenants, by slug, with the tools it may use now
+    (:func:`toolcalls.catalogue.entries`, what ``GET /api/v1/tools`` lists). Queries: one for
+    the tenants, and per tenant those of :func:`~toolcalls.catalogue.entries`."""
+    tenants = Tenant.objects.filter(members=user).order_by("slug")
+    return [(tenant, catalogue.entries(tenant)) for tenant in tenants]
+
+
 def operations_escalated(*, user: User, limit: int = 100) -> list[Operation]:
     """Escalated operations of the user's tenants, most recently changed first."""
     return list(

@@ -1,8 +1,8 @@
 """The rest of the console as a person uses it, in a real browser: sorting and the labelled
 filters of the queue, a requester's own request marked as not theirs to decide, a refund that
-failed badged as such on top, an extension that changes nothing refused, the settings and
-escalations pages, the skip link, and the styled 403 and 404 pages (DEBUG off). Every page
-passes axe-core and fits 390 px."""
+failed badged as such on top, an extension that changes nothing refused, the settings,
+escalations and tools pages, the skip link, and the styled 403 and 404 pages (DEBUG off). Every
+page passes axe-core and fits 390 px."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ from tests.browser.pages import check, log_in
 from tests.engine import bundled_replies, operator, start
 from tests.factories import ApprovalRequestFactory, OperationFactory
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.models import Operation
 from toolcalls.registry import ToolContext, ToolError
+from toolcalls.services.catalogue import tenant_tool_set
 
 pytestmark = [
     pytest.mark.browser,
@@ -152,6 +154,27 @@ def test_an_extension_that_changes_nothing_is_refused(page: Page, demo: Any) -> 
     expect(page.get_by_test_id("operation-state")).to_have_text("ESCALATED")
     operation.refresh_from_db()
     assert (operation.state, operation.turn_count) == ("ESCALATED", 1)
+    check(page)
+
+
+def test_the_tools_page_lists_the_tenants_catalogue(page: Page, demo: Any) -> None:
+    tenant_tool_set(
+        tenant=demo.tenant,
+        tool_name="submit_refund",
+        enabled=True,
+        max_calls=2,
+        approval="threshold",
+        approval_threshold=1000,
+        actor=Actor.system("tests"),
+    )
+    log_in(page, "operator")
+    page.get_by_role("navigation").get_by_role("link", name="Tools").click()
+    expect(page.get_by_role("heading", name="Acme Outfitters")).to_be_visible()
+    row = page.get_by_test_id("tool-submit_refund")
+    expect(row).to_contain_text("threshold 1000 cents (tenant override")
+    expect(row.get_by_role("cell", name="2 (tenant override)")).to_be_visible()
+    check(page, "tools")
+    page.set_viewport_size({"width": 390, "height": 900})  # axe at the narrow width too
     check(page)
 
 

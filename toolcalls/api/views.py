@@ -937,8 +937,7 @@ class ToolsView(ApiView):
     )
     def get(self, request: Request) -> Response:
         tenant = self.key().tenant
-        entries = [catalogue.entry(tenant, name) for name in catalogue.tool_names(tenant)]
-        return Response(ToolSerializer(entries, many=True).data)
+        return Response(ToolSerializer(catalogue.entries(tenant), many=True).data)
 
 
 TOOL_SET = {

@@ -1,5 +1,6 @@
 """The support views: one operation (its outcome, turns, calls and audit timeline, and the
-escalation actions), the operations list, the search, and a person's settings."""
+escalation actions), the operations list, the search, the tenants' tools, and a person's
+settings."""
 
 from __future__ import annotations
 
@@ -95,6 +96,14 @@ def console_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.success(request, f"Dates are shown in {form.cleaned_data['timezone']}.")
         return redirect("console-settings")
     return render(request, "toolcalls/settings.html", {"form": form})
+
+
+@login_required
+def tools(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The tools each of the viewer's tenants may use, with the tenant's overrides (read-only;
+    the admin and ``/api/v1/tools`` change them)."""
+    catalogues = selectors.tool_catalogues(user=request.user)
+    return render(request, "toolcalls/tools.html", {"catalogues": catalogues})
 
 
 @login_required

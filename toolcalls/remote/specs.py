@@ -52,14 +52,25 @@ from toolcalls.remote.services import remote_tool_observe, server_address
 OBSERVER = Actor.system("remote-tools")
 
 
-def tenant_tool_spec(*, tenant_id: int, name: str) -> ToolSpec | None:
-    """The spec of the tenant's enabled remote tool called ``name``, or ``None``. Names without
-    the server separator are never remote (no query)."""
+def tenant_tool(*, tenant_id: int, name: str) -> RemoteTool | None:
+    """The tenant's enabled remote tool called ``name``, with its server, or ``None``. Names
+    without the server separator are never remote (no query)."""
     if rules.NAME_SEPARATOR not in name:
         return None
     tools = RemoteTool.objects.select_related("server")
-    tool = tools.filter(tenant_id=tenant_id, name=name, enabled=True).first()
+    return tools.filter(tenant_id=tenant_id, name=name, enabled=True).first()
+
+
+def tenant_tool_spec(*, tenant_id: int, name: str) -> ToolSpec | None:
+    """The spec of the tenant's enabled remote tool called ``name``, or ``None``."""
+    tool = tenant_tool(tenant_id=tenant_id, name=name)
     return remote_spec(tool) if tool is not None else None
+
+
+def tenant_tools(*, tenant_id: int) -> list[RemoteTool]:
+    """The tenant's enabled remote tools with their servers, by name (one query)."""
+    tools = RemoteTool.objects.select_related("server").filter(tenant_id=tenant_id, enabled=True)
+    return list(tools.order_by("name"))
 
 
 def tenant_tool_names(*, tenant_id: int) -> list[str]:
