@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission
+from django.test import RequestFactory
 from django.utils import timezone
+from django.views.defaults import server_error
 from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
@@ -207,3 +209,14 @@ def test_the_settings_page_and_the_styled_error_pages(
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
     expect(page.get_by_text("You may not act on escalated operations.")).to_be_visible()
     check(page, "not-allowed")
+
+
+def test_the_500_page_passes_the_page_checks(page: Page, settings: Any) -> None:
+    """The 500 page is rendered as production renders it (DEBUG off) and shown at the live
+    server's address, so its stylesheet loads as it would for a failed request."""
+    settings.DEBUG = False
+    html = server_error(RequestFactory().get("/console/approvals/")).content.decode()
+    page.goto("/login/")
+    page.set_content(html)
+    expect(page.get_by_role("heading", name="Something went wrong on our side")).to_be_visible()
+    check(page, "server-error")
