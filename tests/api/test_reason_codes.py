@@ -19,8 +19,9 @@ from toolcalls.states import OperationState
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 S = OperationState
-#: Where the engine writes reasons: a literal "CODE: …" or "CODE {…" (API_FAILURE).
-_WRITTEN = re.compile(r"""f?["']([A-Z][A-Z0-9_]*[A-Z0-9])(?:: | \{)""")
+#: Where the engine writes reasons: a literal "CODE: …" or "CODE {field…" (API_FAILURE); SQL
+#: built from parts ("WITH {', '.join(…)}") is no reason.
+_WRITTEN = re.compile(r"""f?["']([A-Z][A-Z0-9_]*[A-Z0-9])(?:: | \{[a-z_])""")
 
 
 @pytest.mark.parametrize(
