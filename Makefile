@@ -4,6 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The API document's linter (@redocly/cli, pinned in package-lock.json).
+NODE_STAMP := node_modules/.installed
+API_DOCUMENT := var/openapi.json
 
 .PHONY: run test test-faults bench lint format services services-down worker beat clean
 
@@ -39,12 +42,19 @@ bench: $(STAMP)
 	.ci/services up
 	$(BIN)/python bench/run.py
 
-lint: $(STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $(NODE_STAMP)
+
+# The API document is checked twice: the API's own rules, then redocly's (redocly.yaml).
+lint: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
-	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py lint_api_schema
+	@mkdir -p var
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py lint_api_schema --file $(API_DOCUMENT)
+	npx --no-install redocly lint $(API_DOCUMENT)
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -64,4 +74,4 @@ beat: $(STAMP)
 	$(BIN)/celery -A config beat --loglevel=INFO
 
 clean:
-	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache
+	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache node_modules

@@ -157,6 +157,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "toolcalls.api.schema.null_as_branch",
         "toolcalls.api.schema.strict_request_bodies",
         "toolcalls.api.schema.complete_responses",
         "toolcalls.api.schema.link_operations",

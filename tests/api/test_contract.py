@@ -96,3 +96,36 @@ def test_the_rules_catch_what_they_are_for(document: dict[str, Any]) -> None:
             + repr(document["components"]["schemas"]["OperationStateEnum"]["enum"]),
         ]
     )
+
+
+def test_the_rules_catch_a_nullable_without_type_and_a_missing_read_only_field(
+    document: dict[str, Any],
+) -> None:
+    broken = copy.deepcopy(document)
+    properties = broken["components"]["schemas"]["Call"]["properties"]
+    del properties["arguments"]["type"]  # as drf-spectacular writes an untyped JSON field
+    properties["model_result"]["example"] = {"nullable": True}  # data, not a schema
+    operation = broken["paths"]["/api/v1/operations/{public_id}"]["get"]
+    examples = operation["responses"]["200"]["content"]["application/json"]["examples"]
+    del next(iter(examples.values()))["value"]["follow_ups"]  # required, read-only
+    assert sorted(contract_problems(broken)) == [
+        "#/components/schemas/Call/properties/arguments: nullable without type",
+        "GET /api/v1/operations/{public_id}: 200 application/json: example invalid at (top): "
+        "'follow_ups' is a required property",
+    ]
+
+
+def test_a_nullable_object_or_choice_says_so_by_its_type_or_its_null_branch(
+    document: dict[str, Any],
+) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["Call"]["properties"]["arguments"]["type"] == "object"
+    assert schemas["Call"]["properties"]["arguments"]["nullable"] is True
+    agent = schemas["Operation"]["properties"]["agent"]
+    assert agent["oneOf"] == [{"$ref": "#/components/schemas/AgentRef"}, {"enum": [None]}]
+    assert "nullable" not in agent
+    assert schemas["Operation"]["properties"]["reason_code"]["oneOf"] == [
+        {"$ref": "#/components/schemas/ReasonCodeEnum"},
+        {"$ref": "#/components/schemas/NullEnum"},
+    ]
+    assert schemas["NullEnum"] == {"enum": [None]}

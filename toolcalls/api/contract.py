@@ -3,7 +3,8 @@ them too): what ``manage.py lint_api_schema`` and the test suite check beside Op
 validity.
 
 :func:`contract_problems` takes the document as ``/api/schema/`` serves it (a dict) and returns
-one line per broken rule, ``"<METHOD> <path>: <problem>"``; empty when it holds.
+one line per broken rule, ``"<METHOD> <path>: <problem>"`` (or ``"<JSON pointer>: <problem>"``
+for a schema anywhere in it); empty when it holds.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from openapi_schema_validator import OAS30Validator
+from jsonschema.protocols import Validator
+from openapi_schema_validator import OAS30ReadValidator, OAS30WriteValidator
 
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
 from toolcalls.api.schema import operations_of, shared_statuses
@@ -20,12 +22,31 @@ _ERROR_REF = "#/components/schemas/Error"
 
 
 def contract_problems(document: dict[str, Any]) -> list[str]:
-    """Every rule broken by ``document``: descriptions, statuses, headers, bounds, examples."""
-    found = []
+    """Every rule broken by ``document``: descriptions, statuses, headers, bounds, examples,
+    and no schema ``nullable`` without a ``type`` beside it (OpenAPI 3.0.3 gives that no
+    meaning)."""
+    found = [f"{at}: nullable without type" for at in _untyped_nullables(document, "#")]
     for path, method, operation in operations_of(document):
         where = f"{method.upper()} {path}"
         found += [f"{where}: {problem}" for problem in _problems(document, method, operation)]
     return found
+
+
+def _untyped_nullables(node: Any, at: str, *, names: bool = False) -> Iterator[str]:
+    """The JSON pointer of every schema under ``node`` with ``nullable`` and no ``type``
+    (examples are data, not schemas: not searched; ``names``: ``node`` maps property names)."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _untyped_nullables(item, f"{at}/{index}")
+    elif isinstance(node, dict):
+        if not names and "nullable" in node and "type" not in node:
+            yield at
+        for key, value in node.items():
+            if not names and key in ("example", "examples"):
+                continue
+            name = str(key).replace("~", "~0").replace("/", "~1")
+            inner = not names and key == "properties"
+            yield from _untyped_nullables(value, f"{at}/{name}", names=inner)
 
 
 def _problems(document: dict[str, Any], method: str, operation: dict[str, Any]) -> Iterator[str]:
@@ -43,7 +64,8 @@ def _problems(document: dict[str, Any], method: str, operation: dict[str, Any]) 
     body = operation.get("requestBody")
     if body is not None:
         for media_type, media in body.get("content", {}).items():
-            yield from _example_problems(document, f"request {media_type}", media)
+            where = f"request {media_type}"
+            yield from _example_problems(document, where, media, OAS30WriteValidator)
 
 
 def _response_problems(
@@ -60,7 +82,8 @@ def _response_problems(
             yield f"{code}: not the one error shape"
     if code.startswith("2"):
         for media_type, media in content.items():
-            yield from _example_problems(document, f"{code} {media_type}", media)
+            where = f"{code} {media_type}"
+            yield from _example_problems(document, where, media, OAS30ReadValidator)
 
 
 def _parameter_problems(operation: dict[str, Any]) -> Iterator[str]:
@@ -77,15 +100,18 @@ def _parameter_problems(operation: dict[str, Any]) -> Iterator[str]:
             yield f"{name}: a header without maxLength"
 
 
-def _example_problems(document: dict[str, Any], where: str, media: dict[str, Any]) -> Iterator[str]:
-    """At least one example, and each valid against the media type's schema."""
+def _example_problems(
+    document: dict[str, Any], where: str, media: dict[str, Any], checker: type[Validator]
+) -> Iterator[str]:
+    """At least one example, and each valid against the media type's schema as ``checker``
+    reads it (a response must hold its read-only required properties, a request none)."""
     examples = [item.get("value") for item in media.get("examples", {}).values()]
     if "example" in media:
         examples.append(media["example"])
     if not examples:
         yield f"{where}: no example"
     schema = {**media.get("schema", {}), "components": document.get("components", {})}
-    validator = OAS30Validator(schema)
+    validator = checker(schema)
     for value in examples:
         for error in validator.iter_errors(value):
             at = "/".join(str(part) for part in error.absolute_path) or "(top)"

@@ -125,6 +125,8 @@ OPERATION_VALUE = {
     "final_text": None,
     "terminal_reason": None,
     "reason_code": None,
+    "parent": None,
+    "follow_ups": [],
     "metadata": {"ticket": "T-4821"},
     "created_at": _AT,
     "updated_at": "2025-11-30T09:15:04.812034Z",

@@ -9,6 +9,7 @@
   shape, and the response headers (``Request-Id``, ``RateLimit-*``, ``Retry-After``,
   ``Idempotent-Replayed``).
 - :func:`strict_request_bodies`: ``additionalProperties: false`` on every request body.
+- :func:`null_as_branch`: an object or choice that may be null says so by its null branch alone.
 
 :mod:`toolcalls.api.contract` checks the result (``manage.py lint_api_schema``).
 """
@@ -83,6 +84,21 @@ class ContractSchema(AutoSchema):
             if not schema["required"]:
                 del schema["required"]  # OpenAPI 3.0: at least one name when present
         return schema
+
+
+def null_as_branch(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """A property that is one of several schemas or null (``oneOf`` with a null branch: a
+    nested object, or a choice as its enum component) drops ``nullable``: the null branch
+    already admits null, and OpenAPI 3.0.3's ``nullable`` means nothing without a ``type``
+    beside it (``contract.py`` refuses it). Runs after drf-spectacular's enum hook."""
+    schemas = result.get("components", {}).get("schemas", {})
+    nulls = {f"#/components/schemas/{name}" for name, s in schemas.items() if s == _NULL}
+    for schema in schemas.values():
+        for value in schema.get("properties", {}).values():
+            branches = value.get("oneOf", ())
+            if "type" not in value and any(b == _NULL or b.get("$ref") in nulls for b in branches):
+                value.pop("nullable", None)
+    return result
 
 
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

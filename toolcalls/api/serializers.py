@@ -404,6 +404,19 @@ class CallSerializer(NullForBlank):
     id = serializers.CharField(source="public_id")
     tool = serializers.CharField(source="tool_name")
     turn = serializers.IntegerField(source="turn.index")
+    arguments = serializers.DictField(
+        allow_null=True,
+        help_text="The arguments as validated (a JSON object); null when the model's were not "
+        "exactly one usable JSON object.",
+    )
+    model_result = serializers.DictField(
+        allow_null=True,
+        help_text="The result the model is given (a JSON object); null while there is none.",
+    )
+    protected_audit = serializers.DictField(
+        allow_null=True,
+        help_text="The result's binding and handler (a JSON object); null when none was recorded.",
+    )
 
     class Meta:
         model = ToolCall
