@@ -138,3 +138,27 @@ class OrderFactory(factory.django.DjangoModelFactory[Order]):
     customer_ref = "cus_1001"
     description = "Noise-cancelling headphones"
     total_cents = 12999
+
+
+def pending_approval(tenant: Tenant, **fields: object) -> ApprovalRequest:
+    """A pending approval of ``tenant`` on a WAITING_APPROVAL operation of its own; ``fields``
+    go to :class:`ApprovalRequestFactory`."""
+    operation = OperationFactory.create(tenant=tenant, state="WAITING_APPROVAL")
+    return ApprovalRequestFactory.create(call__turn__operation=operation, **fields)
+
+
+def small_and_large(tenant: Tenant) -> tuple[ApprovalRequest, ApprovalRequest]:
+    """Two pending refunds of ``tenant`` that sort apart on every key of the queue: a 500-cent
+    write one expiring in 5 minutes, and a 90000-cent irreversible one asked 2 hours ago and
+    expiring in 30 minutes."""
+    now = datetime.datetime.now(datetime.UTC)
+    small = pending_approval(
+        tenant, amount_cents=500, risk="write", expires_at=now + datetime.timedelta(minutes=5)
+    )
+    large = pending_approval(
+        tenant,
+        amount_cents=90000,
+        created_at=now - datetime.timedelta(hours=2),
+        expires_at=now + datetime.timedelta(minutes=30),
+    )
+    return small, large

@@ -9,13 +9,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
-from django.utils import timezone
 from django.views.defaults import server_error
 from playwright.sync_api import Page, expect
 
@@ -24,7 +22,9 @@ from approvals.services import approval_decide
 from tests import replies as r
 from tests.browser.pages import check, log_in
 from tests.engine import bundled_replies, operator, start
-from tests.factories import ApprovalRequestFactory, OperationFactory
+from tests.factories import (
+    small_and_large,
+)
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.models import Operation
@@ -36,12 +36,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("eager_tasks"),
 ]
-
-
-def _pending(demo: Any, **fields: Any) -> ApprovalRequest:
-    """A pending approval of the demo tenant on an operation of its own."""
-    operation = OperationFactory.create(tenant=demo.tenant, state="WAITING_APPROVAL")
-    return ApprovalRequestFactory.create(call__turn__operation=operation, **fields)
 
 
 def _expect_rows(page: Page, *approvals: ApprovalRequest) -> None:
@@ -64,14 +58,7 @@ def _filter(page: Page, **choices: str) -> None:
 
 
 def test_operator_sorts_and_filters_the_queue_by_its_labels(page: Page, demo: Any) -> None:
-    now = timezone.now()
-    small = _pending(demo, amount_cents=500, risk="write", expires_at=now + timedelta(minutes=5))
-    large = _pending(
-        demo,
-        amount_cents=90000,
-        created_at=now - timedelta(hours=2),
-        expires_at=now + timedelta(minutes=30),
-    )
+    small, large = small_and_large(demo.tenant)
     log_in(page, "operator")
     page.goto("/console/approvals/")
     _expect_rows(page, small, large)  # soonest expiry first

@@ -19,7 +19,12 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
-from tests.factories import ApprovalRequestFactory, OperationFactory
+from tests.factories import (
+    ApprovalRequestFactory,
+    OperationFactory,
+    pending_approval,
+    small_and_large,
+)
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.console.models import SearchKey
@@ -36,28 +41,17 @@ def _client(username: str) -> Client:
     return client
 
 
-def _pending(demo: Any, **fields: Any) -> ApprovalRequest:
-    """A pending approval of the demo tenant on an operation of its own."""
-    operation = OperationFactory.create(tenant=demo.tenant, state="WAITING_APPROVAL")
-    approval = ApprovalRequestFactory.create(call__turn__operation=operation, **fields)
-    return approval
-
-
 def _order(page: str, approvals: list[ApprovalRequest]) -> list[str]:
     found = sorted(approvals, key=lambda a: page.index(a.public_id))
     return [a.public_id for a in found]
 
 
 def test_the_queue_sorts_by_expiry_age_amount_and_risk(demo) -> None:
+    small, large = small_and_large(demo.tenant)
     now = timezone.now()
-    small = _pending(demo, amount_cents=500, risk="write", expires_at=now + timedelta(minutes=5))
-    large = _pending(
-        demo,
-        amount_cents=90000,
-        created_at=now - timedelta(hours=2),
-        expires_at=now + timedelta(minutes=30),
+    none = pending_approval(
+        demo.tenant, amount_cents=None, risk="read", expires_at=now + timedelta(minutes=9)
     )
-    none = _pending(demo, amount_cents=None, risk="read", expires_at=now + timedelta(minutes=9))
     client = _client("operator")
     every = [small, large, none]
 
@@ -72,8 +66,8 @@ def test_the_queue_sorts_by_expiry_age_amount_and_risk(demo) -> None:
 
 
 def test_the_queue_filters_by_requester_and_amount_range(demo) -> None:
-    low = _pending(demo, amount_cents=1000)
-    high = _pending(demo, amount_cents=7500)
+    low = pending_approval(demo.tenant, amount_cents=1000)
+    high = pending_approval(demo.tenant, amount_cents=7500)
     client = _client("operator")
     page = client.get(reverse("approvals:queue"), {"amount_min": "50", "amount_max": "80.00"})
     text = page.content.decode()
@@ -107,7 +101,7 @@ def test_the_queue_marks_the_viewers_own_requests(demo) -> None:
     ],
 )
 def test_bad_queue_input_filters_nothing(demo, query: Mapping[str, str]) -> None:
-    approval = _pending(demo)
+    approval = pending_approval(demo.tenant)
     response = _client("operator").get(reverse("approvals:queue"), query)
     assert response.status_code == 200 and approval.public_id in response.content.decode()
 
@@ -225,7 +219,7 @@ def test_decisions_history_says_who_what_when_why(demo, django_assert_max_num_qu
 
 def test_queue_query_count_holds_for_every_sort(demo, django_assert_max_num_queries) -> None:
     for _ in range(30):
-        _pending(demo, amount_cents=1000)
+        pending_approval(demo.tenant, amount_cents=1000)
     client = _client("operator")
     for sort in ("expiry", "age", "amount", "risk"):
         with django_assert_max_num_queries(10):
