@@ -10,7 +10,7 @@ escalate at the next turn boundary, once the call set has its results.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -181,13 +181,7 @@ def repeat_trip(history: Sequence[PastCall], call: ToolCall) -> Trip | None:
     )
 
 
-def progress_made(operation: Operation, calls: Sequence[ToolCall]) -> bool:
+def progress_made(calls: Sequence[ToolCall], earlier: Set[str]) -> bool:
     """Whether a finished call set brought new information: a successful result whose digest
-    no earlier call of the operation had."""
-    fresh = {c.result_sha256 for c in calls if c.state == CallState.SUCCEEDED}
-    if not fresh:
-        return False
-    seen = ToolCall.objects.filter(
-        operation=operation, state=CallState.SUCCEEDED, result_sha256__in=fresh
-    ).exclude(pk__in=[c.pk for c in calls])
-    return bool(fresh - set(seen.values_list("result_sha256", flat=True)))
+    is not in ``earlier`` (the result digests of the operation's earlier successful calls)."""
+    return any(c.result_sha256 not in earlier for c in calls if c.state == CallState.SUCCEEDED)

@@ -194,7 +194,7 @@ def test_a_lease_is_taken_checked_and_cleared_in_one_place() -> None:
         assert lease_held(step.operation, token) and not lease_held(step.operation, "other")
         assert not lease_held(step.operation, "")
         step.flush()
-    assert not Operation.objects.filter(lease_free(), pk=operation.pk).exists()
+    assert not Operation.objects.filter(lease_free(timezone.now()), pk=operation.pk).exists()
     operation.refresh_from_db()
     assert operation.lease_token == token
     assert operation.lease_expires_at is not None
@@ -206,4 +206,4 @@ def test_a_lease_is_taken_checked_and_cleared_in_one_place() -> None:
         step.flush()
     operation.refresh_from_db()
     assert (operation.lease_token, operation.lease_expires_at) == ("", None)
-    assert Operation.objects.filter(lease_free(), pk=operation.pk).exists()
+    assert Operation.objects.filter(lease_free(timezone.now()), pk=operation.pk).exists()

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.conf import settings
-from django.db.models import Subquery
+from django.db.models import QuerySet, Subquery
 
 from providers.base import ToolResultMessage
 from providers.families import get_adapter
@@ -27,6 +27,7 @@ from toolcalls.errors import CallgateError
 from toolcalls.guards import progress_made
 from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolSpec
+from toolcalls.services.compiled import Compiled
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition, operation_transition
@@ -199,12 +200,25 @@ def call_set_settle(step: Step, *, turn_id: int, actor: Actor, resume: bool = Fa
     if target == operation.state:
         return
     if target == OperationState.RESULTS_READY:
-        progress = progress_made(operation, calls)
+        earlier = _EARLIER_RESULTS.run(operation_pk=operation.pk, turn_id=turn_id)
+        progress = progress_made(calls, set(earlier))
         operation.no_progress_turns = 0 if progress else operation.no_progress_turns + 1
         step.change(operation, "no_progress_turns")
     operation_transition(step, to_state=target, actor=actor)
     if target == OperationState.RESULTS_READY:
         enqueue_turn(step, operation_pk=operation.pk)
+
+
+#: The result digests of an operation's successful calls outside the set of turn ``turn_id``.
+_EARLIER_RESULTS: Compiled[str] = Compiled(
+    lambda operation_pk, turn_id: (
+        ToolCall.objects.filter(operation_id=operation_pk, state=CallState.SUCCEEDED)
+        .exclude(turn_id=turn_id)
+        .values_list("result_sha256", flat=True)
+    ),
+    operation_pk=int,
+    turn_id=int,
+)
 
 
 def call_set_advance(step: Step, *, turn_id: int, actor: Actor, resume: bool = False) -> None:
@@ -223,17 +237,7 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
     Raises :class:`BindingMismatch` when a stored digest differs from the one recomputed now, and
     ``ValueError`` when a call has no result (a set is only returned complete).
     """
-    latest = (
-        ToolCall.objects.filter(operation=operation).order_by("-turn__index").values("turn_id")[:1]
-    )
-    # One query for the set and its turn; the turn's request and reply bodies (the whole
-    # conversation) are not needed to bind results.
-    calls = list(
-        ToolCall.objects.filter(turn_id=Subquery(latest))
-        .select_related("turn")
-        .defer("turn__request_frame", "turn__request_items", "turn__reply")
-        .order_by("position")
-    )
+    calls = _LATEST_SET.run(operation_pk=operation.pk)
     if not calls:
         raise ValueError(f"{operation.public_id} has no call set to return")
     turn = calls[0].turn
@@ -255,6 +259,25 @@ def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
             )
         )
     return request_budget(results, budget_bytes=request_result_budget(operation.model))
+
+
+def _latest_set(operation_pk: int) -> QuerySet[ToolCall]:
+    """The calls of the operation's latest set, in order, with their turn: one query; the
+    turn's request and reply bodies (the whole conversation) are not needed to bind results."""
+    latest = (
+        ToolCall.objects.filter(operation_id=operation_pk)
+        .order_by("-turn__index")
+        .values("turn_id")[:1]
+    )
+    return (
+        ToolCall.objects.filter(turn_id=Subquery(latest))
+        .select_related("turn")
+        .defer("turn__request_frame", "turn__request_items", "turn__reply")
+        .order_by("position")
+    )
+
+
+_LATEST_SET: Compiled[ToolCall] = Compiled(_latest_set, operation_pk=int)
 
 
 def _verify(*, operation: Operation, turn: ModelTurn, call: ToolCall) -> None:

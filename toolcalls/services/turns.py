@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -90,9 +90,13 @@ def turn_run(*, operation_pk: int) -> None:
         _fail_unstorable(claim, exc)
 
 
+def _claimable(now: datetime) -> Q:
+    """Operations waiting for a model request that no worker holds at ``now``."""
+    return lease_free(now) & Q(state__in=_CLAIMABLE)
+
+
 def _claim(operation_pk: int) -> TurnClaim | None:
-    claimable = lease_free() & Q(state__in=_CLAIMABLE)
-    with operation_step(operation_pk, where=claimable, related=_CLAIM_RELATED) as step:
+    with operation_step(operation_pk, where=_claimable, related=_CLAIM_RELATED) as step:
         if step is None:
             return None  # finished, parked, or another worker holds the lease
         operation = step.operation

@@ -14,6 +14,7 @@ checked and cleared here only.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from django.utils import timezone
 from toolcalls.guards import PastCall
 from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
+from toolcalls.services.compiled import Compiled
 from toolcalls.services.writes import Change, row_insert_reading
 
 Leased = Operation | ToolCall
@@ -78,19 +80,20 @@ class Step:
         """The calls of the set of turn ``turn_id``, read once per step; a row this step holds
         stands in for its stored copy, so the set always shows this step's changes."""
         if turn_id not in self._sets:
-            rows = ToolCall.objects.filter(turn_id=turn_id)
+            rows = _CALL_SET.run(turn_id=turn_id)
             self._sets[turn_id] = [self._held.get(row.pk, row) for row in rows]
         return self._sets[turn_id]
 
     def history(self) -> list[PastCall]:
         """The operation's calls stored before this step read them (read once per step)."""
         if self._history is None:
-            self._history = [PastCall(*row) for row in _history_rows(self.operation)]
+            rows = _HISTORY.run(operation_pk=self.operation.pk)
+            self._history = [PastCall(*row) for row in rows]
         return self._history
 
     def insert_reading_history(self, row: models.Model) -> None:
         """Insert ``row`` (new) and read :meth:`history` with it, in one statement."""
-        found = row_insert_reading(row, _history_rows(self.operation))
+        found = row_insert_reading(row, _HISTORY, operation_pk=self.operation.pk)
         self._history = [PastCall(*values) for values in found]
 
     def flush(self) -> None:
@@ -117,9 +120,13 @@ class Step:
         self._wakeups.clear()
 
 
-def _history_rows(operation: Operation) -> QuerySet[ToolCall, tuple[Any, ...]]:
-    """The fields of :class:`PastCall` of each of ``operation``'s calls."""
-    return ToolCall.objects.filter(operation=operation).values_list(
+#: The calls of one set (``turn_id``).
+_CALL_SET: Compiled[ToolCall] = Compiled(
+    lambda turn_id: ToolCall.objects.filter(turn_id=turn_id), turn_id=int
+)
+#: The fields of :class:`PastCall` of each of an operation's calls (``operation_pk``).
+_HISTORY: Compiled[tuple[Any, ...]] = Compiled(
+    lambda operation_pk: ToolCall.objects.filter(operation_id=operation_pk).values_list(
         "provider_call_id",
         "tool_name",
         "arguments_sha256",
@@ -127,7 +134,9 @@ def _history_rows(operation: Operation) -> QuerySet[ToolCall, tuple[Any, ...]]:
         "position",
         "state",
         "error_code",
-    )
+    ),
+    operation_pk=int,
+)
 
 
 #: Fields saved with every change of a row of the model (``auto_now``).
@@ -147,11 +156,17 @@ def _update_together(
     model._default_manager.bulk_update(rows, fields)
 
 
+#: A condition on the operation a step locks: a ``Q``, or a function of the time now giving
+#: one. A function's query is compiled once (:mod:`toolcalls.services.compiled`), so it must be
+#: a module-level one; a ``Q`` is compiled on every step.
+Where = Q | Callable[[datetime], Q]
+
+
 @contextmanager
 def operation_step(
     operation_pk: int,
     *,
-    where: Q | None = None,
+    where: Where | None = None,
     related: Sequence[str] = ("tenant",),
     requester: bool = False,
 ) -> Iterator[Step | None]:
@@ -160,14 +175,40 @@ def operation_step(
     statement also reads the requester and whether they belong to the operation's tenant
     (``requester_member``), which authorizing calls needs."""
     with transaction.atomic(durable=True):
-        rows = Operation.objects.select_for_update(of=("self",)).select_related(*related)
-        if requester:
-            rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
-        operation = rows.filter(where or Q(), pk=operation_pk).first()
+        operation = _locked(operation_pk, where, tuple(related), requester)
         step = Step(operation) if operation is not None else None
         yield step
         if step is not None:
             step.flush()
+
+
+def _locked(
+    operation_pk: int, where: Where | None, related: tuple[str, ...], requester: bool
+) -> Operation | None:
+    if isinstance(where, Q):
+        return _locking(where, related, requester).filter(pk=operation_pk).first()
+    values: dict[str, Any] = {"now": timezone.now()} if where is not None else {}
+    rows = _locking_compiled(where, related, requester).run(operation_pk=operation_pk, **values)
+    return rows[0] if rows else None
+
+
+def _locking(where: Q, related: tuple[str, ...], requester: bool) -> QuerySet[Operation]:
+    rows = Operation.objects.select_for_update(of=("self",)).select_related(*related)
+    if requester:
+        rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
+    return rows.filter(where)
+
+
+@functools.cache
+def _locking_compiled(
+    where: Callable[[datetime], Q] | None, related: tuple[str, ...], requester: bool
+) -> Compiled[Operation]:
+    def build(operation_pk: int, now: datetime | None = None) -> QuerySet[Operation]:
+        condition = where(now) if where is not None and now is not None else Q()
+        return _locking(condition, related, requester).filter(pk=operation_pk)
+
+    kinds: dict[str, type] = {"operation_pk": int, **({"now": datetime} if where else {})}
+    return Compiled(build, **kinds)
 
 
 #: Whether an operation's requester belongs to its tenant (``requester_member``).
@@ -189,26 +230,39 @@ def call_step(call_pk: int) -> Iterator[Step]:
     whole conversation) are not read.
     """
     with transaction.atomic(durable=True):
-        owner = ToolCall.objects.filter(pk=call_pk).values("operation_id")
-        operation = (
-            Operation.objects.select_for_update(of=("self",))
-            .select_related("tenant")
-            .get(pk=Subquery(owner))
-        )
-        call = (
-            ToolCall.objects.select_for_update(of=("self",))
-            .select_related("turn")
-            .defer("turn__request_frame", "turn__request_items", "turn__reply")
-            .get(pk=call_pk)
-        )
-        step = Step(operation, [call])
+        operations = _CALL_OPERATION.run(call_pk=call_pk)
+        calls = _CALL.run(call_pk=call_pk) if operations else []
+        if not calls:
+            raise ToolCall.DoesNotExist(f"no call {call_pk}")
+        step = Step(operations[0], calls)
         yield step
         step.flush()
 
 
-def lease_free() -> Q:
-    """Rows no worker holds: no lease, or one that expired (application clock)."""
-    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=timezone.now())
+#: The operation of call ``call_pk``, locked, with its tenant.
+_CALL_OPERATION: Compiled[Operation] = Compiled(
+    lambda call_pk: (
+        Operation.objects.select_for_update(of=("self",))
+        .select_related("tenant")
+        .filter(pk=Subquery(ToolCall.objects.filter(pk=call_pk).values("operation_id")))
+    ),
+    call_pk=int,
+)
+#: Call ``call_pk``, locked, with its turn (not the turn's bodies).
+_CALL: Compiled[ToolCall] = Compiled(
+    lambda call_pk: (
+        ToolCall.objects.select_for_update(of=("self",))
+        .select_related("turn")
+        .defer("turn__request_frame", "turn__request_items", "turn__reply")
+        .filter(pk=call_pk)
+    ),
+    call_pk=int,
+)
+
+
+def lease_free(now: datetime) -> Q:
+    """Rows no worker holds at ``now``: no lease, or one that expired (application clock)."""
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
 
 
 def lease_take(step: Step, row: Leased) -> str:

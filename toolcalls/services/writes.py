@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, connections, models
-from django.db.models import Q, QuerySet, sql
+from django.db.models import sql
 
 from toolcalls.models import AuditEvent
+from toolcalls.services.compiled import Compiled, update_sql
 
 #: A changed row and the names of the fields to save (``auto_now`` fields included).
 Change = tuple[models.Model, Sequence[str]]
@@ -38,7 +39,7 @@ def rows_write(events: list[AuditEvent], changes: Sequence[Change]) -> None:
     params: list[Any] = []
     results: list[str] = []
     for number, (row, names) in enumerate(changes):
-        update, update_params = _update(row, names)
+        update, update_params = update_sql(row, names, row._state.db or connection.alias)
         parts.append(f"u{number} AS ({update} RETURNING 1)")
         params.extend(update_params)
         results.append(f"(SELECT count(*) FROM u{number})")
@@ -65,32 +66,22 @@ def _separately(events: list[AuditEvent], changes: Sequence[Change]) -> None:
         row.save(update_fields=names)
 
 
-def _update(row: models.Model, names: Sequence[str]) -> tuple[str, Sequence[Any]]:
-    """``save(update_fields=names)``'s ``UPDATE`` of ``row`` (``pre_save`` applied, so
-    ``auto_now`` fields take the time now), compiled."""
-    model = type(row)
-    fields = [model._meta.get_field(name) for name in names]
-    query = sql.UpdateQuery(model)
-    query.add_q(Q(pk=row.pk))
-    query.add_update_values({field.name: field.pre_save(row, False) for field in fields})  # type: ignore[union-attr]
-    return query.get_compiler(row._state.db or "default").as_sql()
-
-
 def row_insert_reading(
-    row: models.Model, rows: QuerySet[Any, tuple[Any, ...]]
+    row: models.Model, rows: Compiled[tuple[Any, ...]], **values: Any
 ) -> list[tuple[Any, ...]]:
     """Insert ``row`` (new; its id set afterwards) and return what ``rows`` (a ``values_list``
-    query whose first column is never NULL) reads, in one statement on PostgreSQL. The read
-    runs on the statement's snapshot, taken when it starts: inside a step, after the step's
-    locks, so it sees every committed change, as a statement of its own would; it does not see
-    ``row``."""
-    model, db = type(row), rows.db
+    query whose first column is never NULL) reads with ``values``, in one statement on
+    PostgreSQL. The read runs on the statement's snapshot, taken when it starts: inside a step,
+    after the step's locks, so it sees every committed change, as a statement of its own would;
+    it does not see ``row``."""
+    model = type(row)
+    db = model._default_manager.db
     if connections[db].vendor != "postgresql":
         row.save(force_insert=True, using=db)
-        return list(rows)
+        return rows.run(using=db, **values)
     quote = connections[db].ops.quote_name
     insert, params = _insert([row])
-    select, select_params = rows.query.sql_with_params()
+    select, select_params = rows.sql(using=db, **values)
     pk = quote(model._meta.pk.attname)  # type: ignore[union-attr]
     statement = (
         f"WITH i AS ({insert} RETURNING {pk}) "
