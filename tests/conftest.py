@@ -18,6 +18,7 @@ from config import inprocess_worker as worker_module
 from config.celery import app as celery_app
 from providers.fake_server import ReplayServer
 from tests.otlp import OtlpReceiver
+from toolcalls.services.handler_threads import handler_threads_stop
 
 REPO = Path(__file__).resolve().parents[1]
 #: The project's provider wire-format corpus (format: ``tests/fixtures/README.md``).
@@ -33,6 +34,14 @@ def wait_for(predicate: Callable[[], object], *, timeout_s: float = 30.0, what: 
             return value
         time.sleep(0.05)
     pytest.fail(f"timed out after {timeout_s} s waiting for {what or predicate}")
+
+
+@pytest.fixture(autouse=True)
+def _handler_threads_stopped() -> Iterator[None]:
+    """After each test, end the idle tool-handler threads this process started: their database
+    connections would outlive the test (and keep the test database from being dropped)."""
+    yield
+    handler_threads_stop()
 
 
 @pytest.fixture

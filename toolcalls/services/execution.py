@@ -7,7 +7,6 @@ claim time fences the record: a worker whose lease was taken over cannot write i
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -15,7 +14,6 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
 from django.utils import timezone
 
 from toolcalls import catalogue, faultpoints, telemetry
@@ -26,6 +24,7 @@ from toolcalls.registry import ToolContext, ToolError, ToolSpec
 from toolcalls.services.connections import record_retrying
 from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
+from toolcalls.services.handler_threads import handler_run
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.results import (
     call_finish,
@@ -138,27 +137,22 @@ def _start(
 
 @telemetry.tool_run
 def _run(claim: Claim) -> HandlerOutcome:
-    """Run the handler in its own thread so its timeout (``timeout_ms``) can be enforced.
+    """Run the handler in a handler thread so its timeout (``timeout_ms``) can be enforced
+    (:mod:`toolcalls.services.handler_threads`).
 
     A handler that outlives its timeout keeps running in the background; the call is recorded
     as timed out and, for side-effecting tools, as an unknown outcome.
     """
-    box: list[HandlerOutcome] = []
 
-    def target() -> None:
+    def target() -> HandlerOutcome:
         try:
-            data = claim.spec.handler(claim.context, claim.arguments)
-            box.append(HandlerOutcome("ok", data=data))
+            return HandlerOutcome("ok", data=claim.spec.handler(claim.context, claim.arguments))
         except ToolError as exc:
-            box.append(HandlerOutcome("tool_error", tool_error=exc))
+            return HandlerOutcome("tool_error", tool_error=exc)
         except Exception as exc:  # a handler bug must not take the loop down with it
-            box.append(HandlerOutcome("crash", detail=f"{type(exc).__name__}: {exc}"))
-        finally:
-            connections.close_all()
+            return HandlerOutcome("crash", detail=f"{type(exc).__name__}: {exc}")
 
-    thread = threading.Thread(target=target, name=f"tool-{claim.spec.name}", daemon=True)
-    thread.start()
-    thread.join(claim.spec.timeout_ms / 1000)
+    box = handler_run(target, timeout_s=claim.spec.timeout_ms / 1000)
     if not box:
         return HandlerOutcome("timeout", detail=f"no answer within {claim.spec.timeout_ms} ms")
     return box[0]
