@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.db.models import Q, sql
 from django.db.models.sql.compiler import SQLCompiler
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import OperationFactory, ToolCallFactory
@@ -36,8 +37,14 @@ def test_a_compiled_query_returns_what_its_queryset_returns_for_each_value() -> 
     assert _WITH_TENANT.run(operation_pk=-1) == []
 
 
-def test_the_second_run_compiles_nothing() -> None:
+def test_the_first_run_runs_one_statement_and_the_second_compiles_nothing() -> None:
     operation = OperationFactory.create()
+    fresh: Compiled[Operation] = Compiled(
+        lambda operation_pk: Operation.objects.filter(pk=operation_pk), operation_pk=int
+    )
+    with CaptureQueriesContext(connection) as captured:
+        fresh.run(operation_pk=operation.pk)
+    assert len(captured.captured_queries) == 1  # the markers' query is compiled, never run
     _WITH_TENANT.run(operation_pk=operation.pk)
     with mock.patch.object(SQLCompiler, "pre_sql_setup", side_effect=AssertionError("compiled")):
         [row] = _WITH_TENANT.run(operation_pk=operation.pk)

@@ -180,6 +180,16 @@ def test_a_held_call_stands_in_for_its_stored_row_in_the_set() -> None:
         assert step.call_set(call.turn_id) is rows  # read once per step
 
 
+def test_a_call_step_reads_the_calls_set_with_the_call() -> None:
+    call = ToolCallFactory.create()
+    sibling = ToolCallFactory.create(turn=call.turn, operation=call.operation, position=1)
+    with CaptureQueriesContext(connection) as captured, call_step(call.pk) as step:
+        rows = step.call_set(call.turn_id)
+        assert [row.pk for row in rows] == [call.pk, sibling.pk] and step.call in rows
+    reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(reads) == 2  # the operation, then the set (locked)
+
+
 def test_operation_step_is_none_when_the_row_does_not_match() -> None:
     operation = OperationFactory.create(state="COMPLETED")
     with operation_step(operation.pk, where=Q(state="PENDING")) as step:

@@ -63,7 +63,9 @@ class Compiled(Generic[T]):
         compiler.__class__ = _frozen(type(shape.compiler))  # type: ignore[arg-type]
         compiler.connection = connection
         compiler.compiled = (shape.sql, self._params(shape, connection, values))  # type: ignore[attr-defined]
-        queryset = copy.copy(shape.queryset)
+        # A shallow copy by hand: ``copy.copy`` of a queryset evaluates it (``__getstate__``).
+        queryset = object.__new__(type(shape.queryset))
+        queryset.__dict__.update(shape.queryset.__dict__)
         # Not the ``query`` setter: it would make a ``values_list`` query return dicts.
         queryset._query = _Ready(shape.queryset.query, compiler)  # type: ignore[attr-defined]
         return list(queryset._iterable_class(queryset))  # type: ignore[arg-type, call-overload]

@@ -222,19 +222,22 @@ _MEMBER = Exists(
 @contextmanager
 def call_step(call_pk: int) -> Iterator[Step]:
     """A durable transaction holding call ``call_pk`` and its operation locked (operation first,
-    as every step locks), with the operation's tenant and the call's turn loaded; saved once at
+    as every step locks), with the operation's tenant and the call's turn loaded, and the other
+    calls of its set (locked, read in the same statement: :meth:`Step.call_set`); saved once at
     the end. Raises ``ToolCall.DoesNotExist`` for an unknown ``call_pk``.
 
-    Only those two rows are locked: the tenant and the turn are read, never written, and locking
-    the tenant would serialise every operation of the tenant. The turn's request and reply (the
-    whole conversation) are not read.
+    Only the operation and the set are locked: the tenant and the turn are read, never written,
+    and locking the tenant would serialise every operation of the tenant. The turn's request and
+    reply (the whole conversation) are not read.
     """
     with transaction.atomic(durable=True):
         operations = _CALL_OPERATION.run(call_pk=call_pk)
-        calls = _CALL.run(call_pk=call_pk) if operations else []
-        if not calls:
+        calls = _CALL_SET_LOCKED.run(call_pk=call_pk) if operations else []
+        call = next((row for row in calls if row.pk == call_pk), None)
+        if call is None:
             raise ToolCall.DoesNotExist(f"no call {call_pk}")
-        step = Step(operations[0], calls)
+        step = Step(operations[0], [call])
+        step.hold(call.turn_id, calls)
         yield step
         step.flush()
 
@@ -248,13 +251,15 @@ _CALL_OPERATION: Compiled[Operation] = Compiled(
     ),
     call_pk=int,
 )
-#: Call ``call_pk``, locked, with its turn (not the turn's bodies).
-_CALL: Compiled[ToolCall] = Compiled(
+#: The set of call ``call_pk``, locked, with their turn (not the turn's bodies): the other
+#: calls of the set are read with it, for settling the set, in the same statement. Locking them
+#: waits for nobody: every step locks the operation first.
+_CALL_SET_LOCKED: Compiled[ToolCall] = Compiled(
     lambda call_pk: (
         ToolCall.objects.select_for_update(of=("self",))
         .select_related("turn")
         .defer("turn__request_frame", "turn__request_items", "turn__reply")
-        .filter(pk=call_pk)
+        .filter(turn_id=Subquery(ToolCall.objects.filter(pk=call_pk).values("turn_id")))
     ),
     call_pk=int,
 )
