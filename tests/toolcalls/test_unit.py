@@ -138,6 +138,34 @@ def test_a_new_turn_and_the_history_go_in_one_statement() -> None:
     ]
 
 
+def test_new_calls_go_in_with_the_steps_other_writes_under_reserved_ids() -> None:
+    operation = OperationFactory.create()
+    with operation_step(operation.pk) as step:
+        assert step is not None
+        turn = ModelTurnFactory.build(operation=step.operation, index=0)
+        step.insert_reading_history(turn, calls=2)
+        ids = step.reserved_call_ids(2)
+        assert len(ids) == 2 and step.reserved_call_ids(1) == []  # each id is given once
+        calls = [
+            ToolCallFactory.build(operation=step.operation, turn=turn, position=n, pk=pk)
+            for n, pk in enumerate(ids)
+        ]
+        step.insert(calls)
+        calls[1].error_code = "NO_PROGRESS"
+        step.change(calls[1], "error_code")  # part of the insert, not an UPDATE
+        step.audit(kind=AuditKind.RECOVERY_REQUEUED, actor=TEST, call=calls[0])
+        with CaptureQueriesContext(connection) as captured:
+            step.flush()
+    [write] = [q["sql"] for q in captured.captured_queries]
+    assert (
+        'INSERT INTO "toolcalls_toolcall"' in write and 'UPDATE "toolcalls_toolcall"' not in write
+    )
+    stored = dict(ToolCall.objects.filter(turn=turn).values_list("pk", "error_code"))
+    assert stored == {ids[0]: "", ids[1]: "NO_PROGRESS"}
+    assert operation.events.get().call_id == ids[0]
+    assert audit_chain_verify(operation_public_id=operation.public_id) == []
+
+
 def test_wake_ups_run_after_commit_and_never_after_a_rollback(
     django_capture_on_commit_callbacks: Callable[..., Any],
 ) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.db import connection
+from django.db.models import Model
 from django.utils import timezone
 
 from toolcalls.actors import Actor
@@ -103,11 +104,14 @@ def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEve
     return event
 
 
-def audit_insert(events: list[AuditEvent], changes: Sequence[Change] = ()) -> None:
-    """Insert ``events`` and save ``changes`` (rows and the fields to save: the chain head of
-    the operation among them) in one statement (:func:`rows_write`), then tell the audit
-    listeners of each event (``toolcalls.hooks``), inside the transaction that records them."""
-    rows_write(events, changes)
+def audit_insert(
+    events: list[AuditEvent], changes: Sequence[Change] = (), inserts: Sequence[Model] = ()
+) -> None:
+    """Insert ``inserts`` (new rows, ids given) and ``events`` and save ``changes`` (rows and
+    the fields to save: the chain head of the operation among them) in one statement
+    (:func:`rows_write`), then tell the audit listeners of each event (``toolcalls.hooks``),
+    inside the transaction that records them."""
+    rows_write(events, changes, inserts)
     for event in events:
         audit_recorded(event)
 

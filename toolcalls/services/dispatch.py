@@ -48,7 +48,7 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
     now = timezone.now()
     for row in start:
         row.queued_at = now
-    ToolCall.objects.bulk_create(rows)
+    _insert(step, rows, parked=any(_parked(verdict) for verdict in verdicts))
     step.hold(turn.pk, rows)
     for (row, _, text), verdict in zip(decided, verdicts, strict=True):
         _audit_proposed(step, row)
@@ -56,6 +56,23 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
     call_set_settle(step, turn_id=turn.pk, actor=ENGINE)
     for row in start:
         enqueue_execute(step, call_pk=row.pk)
+
+
+def _insert(step: Step, rows: list[ToolCall], *, parked: bool) -> None:
+    """Insert the set's rows: with the step's other writes, under the ids the turn's insert
+    reserved (PostgreSQL), unless a call is parked (its approval, created now, names its row);
+    else now."""
+    ids = [] if parked else step.reserved_call_ids(len(rows))
+    if not ids:
+        ToolCall.objects.bulk_create(rows)
+        return
+    for row, pk in zip(rows, ids, strict=True):
+        row.pk = pk
+    step.insert(rows)
+
+
+def _parked(verdict: Verdict) -> bool:
+    return not verdict.rejected and verdict.approval_reason is not None
 
 
 def _proposed(
@@ -102,7 +119,7 @@ def _audit_proposed(step: Step, row: ToolCall) -> None:
 
 def _runnable(verdict: Verdict) -> bool:
     """Whether the call stays PROPOSED after :func:`_decide` (neither rejected nor parked)."""
-    return not verdict.rejected and verdict.approval_reason is None
+    return not verdict.rejected and not _parked(verdict)
 
 
 def _guarded(step: Step, call: ToolCall, verdict: Verdict, earlier: Mapping[str, Any]) -> Verdict:

@@ -214,6 +214,7 @@ _EARLIER_RESULTS: Compiled[str] = Compiled(
     lambda operation_pk, turn_id: (
         ToolCall.objects.filter(operation_id=operation_pk, state=CallState.SUCCEEDED)
         .exclude(turn_id=turn_id)
+        .order_by()
         .values_list("result_sha256", flat=True)
     ),
     operation_pk=int,

@@ -317,7 +317,8 @@ def _store_turn(
         latency_ms=latency_ms,
     )
     if parsed.calls:
-        step.insert_reading_history(turn)  # the calls' checks read the operation's earlier ones
+        # The calls' checks read the operation's earlier ones; their rows go in with the step.
+        step.insert_reading_history(turn, calls=len(parsed.calls))
     else:
         turn.save(force_insert=True)
     _count(step, turn, claim.model)

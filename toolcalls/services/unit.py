@@ -50,6 +50,8 @@ class Step:
         self._events: list[AuditEvent] = []
         self._wakeups: list[Callable[[], None]] = []
         self._history: list[PastCall] | None = None
+        self._reserved: list[int] = []
+        self._inserts: list[models.Model] = []
 
     @property
     def call(self) -> ToolCall:
@@ -91,18 +93,37 @@ class Step:
             self._history = [PastCall(*row) for row in rows]
         return self._history
 
-    def insert_reading_history(self, row: models.Model) -> None:
-        """Insert ``row`` (new) and read :meth:`history` with it, in one statement."""
-        found = row_insert_reading(row, _HISTORY, operation_pk=self.operation.pk)
+    def insert_reading_history(self, row: models.Model, *, calls: int = 0) -> None:
+        """Insert ``row`` (new) and read :meth:`history` with it, in one statement; on
+        PostgreSQL the same statement reserves ids for ``calls`` new calls
+        (:meth:`reserved_call_ids`)."""
+        values = {"operation_pk": self.operation.pk}
+        reserve = (ToolCall, calls) if calls else None
+        found, self._reserved = row_insert_reading(row, _HISTORY, values, reserve=reserve)
         self._history = [PastCall(*values) for values in found]
+
+    def reserved_call_ids(self, count: int) -> list[int]:
+        """``count`` ids reserved for new calls (:meth:`insert_reading_history`), or ``[]``
+        when the step reserved none (or fewer)."""
+        if len(self._reserved) < count:
+            return []
+        taken, self._reserved = self._reserved[:count], self._reserved[count:]
+        return taken
+
+    def insert(self, rows: Sequence[models.Model]) -> None:
+        """Insert ``rows`` (new rows of one model, their ids set from
+        :meth:`reserved_call_ids`) with the step's other writes, as they are when it flushes
+        (their changes before that are part of the insert)."""
+        self._inserts.extend(rows)
 
     def flush(self) -> None:
         """Write what the step changed, each changed row once: rows of one model with the same
         changed fields in one UPDATE; the events and every row changed alone in one statement
         (:func:`audit_insert`)."""
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
+        inserting = {id(row) for row in self._inserts}
         for row, fields in self._changed.values():
-            if fields:
+            if fields and id(row) not in inserting:
                 groups.setdefault((type(row), frozenset(fields)), []).append(row)
         alone: list[Change] = []
         for (model, names), rows in groups.items():
@@ -111,8 +132,8 @@ class Step:
                 alone.append((rows[0], saved))
             else:
                 _update_together(model, saved, rows)
-        audit_insert(self._events, alone)
-        self._events = []
+        audit_insert(self._events, alone, self._inserts)
+        self._events, self._inserts = [], []
         self._changed.clear()
         for action in self._wakeups:
             # robust: a broker that refuses a wake-up leaves the committed work to recovery.

@@ -11,10 +11,11 @@ embedded demo) have no data-modifying ``WITH``: there the parts run one after an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import DatabaseError, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import sql
 
 from toolcalls.models import AuditEvent
@@ -24,16 +25,41 @@ from toolcalls.services.compiled import Compiled, update_sql
 Change = tuple[models.Model, Sequence[str]]
 
 
-def rows_write(events: list[AuditEvent], changes: Sequence[Change]) -> None:
-    """Insert ``events`` (their ids set afterwards) and save each of ``changes``, in one
-    statement on PostgreSQL. Raises ``DatabaseError`` when a changed row matched no row (as
-    ``save(update_fields=...)`` does)."""
-    if not events and not changes:
+def rows_write(
+    events: list[AuditEvent], changes: Sequence[Change], inserts: Sequence[models.Model] = ()
+) -> None:
+    """Insert ``inserts`` (new rows of one model, their ids already given:
+    :func:`row_insert_reading` reserves them) and ``events`` (their ids set afterwards), and
+    save each of ``changes``, in one statement on PostgreSQL (its foreign keys are checked at
+    its end, so an event may name a row inserted with it). Raises ``DatabaseError`` when a
+    changed row matched no row (as ``save(update_fields=...)`` does)."""
+    if not events and not changes and not inserts:
         return
     connection = connections[AuditEvent.objects.db]
-    if connection.vendor != "postgresql" or len(changes) + bool(events) == 1:
-        _separately(events, changes)
+    if connection.vendor != "postgresql" or len(changes) + bool(events) + bool(inserts) == 1:
+        _separately(events, changes, inserts)
         return
+    statement, params = _statement(connection, events, changes, inserts)
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        found = cursor.fetchone()
+    if any(count != 1 for count in found[: len(changes)]):
+        raise DatabaseError("a step's changed row matched no row")
+    if inserts:
+        _inserted(inserts, [row.pk for row in inserts], connection.alias)
+    if events:
+        in_order = sorted(events, key=lambda event: event.seq)
+        _inserted(in_order, found[-1], connection.alias)
+
+
+def _statement(
+    connection: BaseDatabaseWrapper,
+    events: list[AuditEvent],
+    changes: Sequence[Change],
+    inserts: Sequence[models.Model],
+) -> tuple[str, list[Any]]:
+    """:func:`rows_write`'s statement: its ``SELECT`` gives how many rows each ``UPDATE``
+    matched, then the events' ids in ``seq`` order."""
     quote = connection.ops.quote_name
     parts: list[str] = []
     params: list[Any] = []
@@ -43,23 +69,23 @@ def rows_write(events: list[AuditEvent], changes: Sequence[Change]) -> None:
         parts.append(f"u{number} AS ({update} RETURNING 1)")
         params.extend(update_params)
         results.append(f"(SELECT count(*) FROM u{number})")
+    if inserts:
+        insert, insert_params = _insert(list(inserts), with_pk=True)
+        parts.append(f"n AS ({insert} RETURNING 1)")
+        params.extend(insert_params)
     if events:
         insert, insert_params = _insert(list(events))
         parts.append(f"e AS ({insert} RETURNING {quote('id')}, {quote('seq')})")
         params.extend(insert_params)
         results.append(f"(SELECT array_agg({quote('id')} ORDER BY {quote('seq')}) FROM e)")
-    statement = f"WITH {', '.join(parts)} SELECT {', '.join(results)}"
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        found = cursor.fetchone()
-    if any(count != 1 for count in found[: len(changes)]):
-        raise DatabaseError("a step's changed row matched no row")
-    if events:
-        in_order = sorted(events, key=lambda event: event.seq)
-        _inserted(in_order, found[-1], connection.alias)
+    return f"WITH {', '.join(parts)} SELECT {', '.join(results) or 'NULL'}", params
 
 
-def _separately(events: list[AuditEvent], changes: Sequence[Change]) -> None:
+def _separately(
+    events: list[AuditEvent], changes: Sequence[Change], inserts: Sequence[models.Model]
+) -> None:
+    if inserts:
+        type(inserts[0])._default_manager.bulk_create(inserts)
     if events:
         AuditEvent.objects.bulk_create(events)
     for row, names in changes:
@@ -67,39 +93,59 @@ def _separately(events: list[AuditEvent], changes: Sequence[Change]) -> None:
 
 
 def row_insert_reading(
-    row: models.Model, rows: Compiled[tuple[Any, ...]], **values: Any
-) -> list[tuple[Any, ...]]:
+    row: models.Model,
+    rows: Compiled[tuple[Any, ...]],
+    values: Mapping[str, Any],
+    *,
+    reserve: tuple[type[models.Model], int] | None = None,
+) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Insert ``row`` (new; its id set afterwards) and return what ``rows`` (a ``values_list``
     query whose first column is never NULL) reads with ``values``, in one statement on
-    PostgreSQL. The read runs on the statement's snapshot, taken when it starts: inside a step,
-    after the step's locks, so it sees every committed change, as a statement of its own would;
-    it does not see ``row``."""
+    PostgreSQL; with ``reserve`` (a model and a count), the same statement also takes that many
+    ids from the model's id sequence, for rows :func:`rows_write` inserts later (returned second;
+    none elsewhere).
+
+    The read runs on the statement's snapshot, taken when it starts: inside a step, after the
+    step's locks, so it sees every committed change, as a statement of its own would; it does
+    not see ``row``."""
     model = type(row)
     db = model._default_manager.db
     if connections[db].vendor != "postgresql":
         row.save(force_insert=True, using=db)
-        return rows.run(using=db, **values)
+        return rows.run(using=db, **values), []
     quote = connections[db].ops.quote_name
     insert, params = _insert([row])
     select, select_params = rows.sql(using=db, **values)
     pk = quote(model._meta.pk.attname)  # type: ignore[union-attr]
+    ids, ids_params = "NULL", []
+    if reserve is not None:
+        reserved, count = reserve
+        ids = _RESERVE
+        ids_params = [quote(reserved._meta.db_table), reserved._meta.pk.column, count]  # type: ignore[union-attr]
     statement = (
         f"WITH i AS ({insert} RETURNING {pk}) "
-        f"SELECT i.{pk}, r.* FROM i LEFT JOIN ({select}) r ON TRUE"
+        f"SELECT i.{pk}, {ids}, r.* FROM i LEFT JOIN ({select}) r ON TRUE"
     )
     with connections[db].cursor() as cursor:
-        cursor.execute(statement, [*params, *select_params])
+        cursor.execute(statement, [*params, *ids_params, *select_params])
         found = cursor.fetchall()
     _inserted([row], [found[0][0]], db)
-    return [tuple(values[1:]) for values in found if values[1] is not None]
+    read = [tuple(values[2:]) for values in found if values[2] is not None]
+    return read, list(found[0][1] or [])
 
 
-def _insert(rows: list[models.Model]) -> tuple[str, Sequence[Any]]:
-    """``bulk_create(rows)``'s ``INSERT`` (every concrete field but the id; ``pre_save``
-    applied, so ``auto_now_add`` fields take the time now), compiled."""
+#: ``count`` ids from the sequence of a table's id column (table, column, count).
+_RESERVE = "(SELECT array_agg(nextval(pg_get_serial_sequence(%s, %s))) FROM generate_series(1, %s))"
+
+
+def _insert(rows: list[models.Model], *, with_pk: bool = False) -> tuple[str, Sequence[Any]]:
+    """``bulk_create(rows)``'s ``INSERT`` (every concrete field but the id, unless ``with_pk``;
+    ``pre_save`` applied, so ``auto_now_add`` fields take the time now), compiled."""
     model = type(rows[0])
     opts = model._meta
-    fields = [f for f in opts.local_concrete_fields if f is not opts.pk and not f.generated]
+    fields = [
+        f for f in opts.local_concrete_fields if (with_pk or f is not opts.pk) and not f.generated
+    ]
     query = sql.InsertQuery(model)
     query.insert_values(fields, rows)
     [(insert, params)] = query.get_compiler(model._default_manager.db).as_sql()
