@@ -20,8 +20,9 @@ import copy
 import functools
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -41,6 +42,10 @@ class _Shape:
     sql: str
     params: tuple[Any, ...]
     positions: tuple[tuple[int, str], ...]  # (index in params, parameter name)
+    #: The columns' converters (``get_converters``), per connection: the same every run.
+    converters: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[int, Any]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
 
 
 class Compiled(Generic[T]):
@@ -63,6 +68,7 @@ class Compiled(Generic[T]):
         compiler.__class__ = _frozen(type(shape.compiler))  # type: ignore[arg-type]
         compiler.connection = connection
         compiler.compiled = (shape.sql, self._params(shape, connection, values))  # type: ignore[attr-defined]
+        compiler.converters = shape.converters  # type: ignore[attr-defined]
         # A shallow copy by hand: ``copy.copy`` of a queryset evaluates it (``__getstate__``).
         queryset = object.__new__(type(shape.queryset))
         queryset.__dict__.update(shape.queryset.__dict__)
@@ -126,12 +132,22 @@ class _Ready:
 
 @functools.cache
 def _frozen(compiler_class: type[SQLCompiler]) -> type[SQLCompiler]:
-    """``compiler_class`` whose ``as_sql`` returns the SQL and parameters set on it."""
+    """``compiler_class`` whose ``as_sql`` returns the SQL and parameters set on it, and whose
+    converters are worked out once per connection (the shape's columns never change)."""
 
     def as_sql(self: Any, *args: Any, **kwargs: Any) -> tuple[str, list[Any]]:
         return self.compiled  # type: ignore[no-any-return]
 
-    return type(f"Compiled{compiler_class.__name__}", (compiler_class,), {"as_sql": as_sql})
+    def get_converters(self: Any, expressions: Any) -> dict[int, Any]:
+        found = self.converters.get(self.connection)
+        if found is None:
+            found = self.converters[self.connection] = compiler_class.get_converters(
+                self, expressions
+            )
+        return found  # type: ignore[no-any-return]
+
+    methods = {"as_sql": as_sql, "get_converters": get_converters}
+    return type(f"Compiled{compiler_class.__name__}", (compiler_class,), methods)
 
 
 def _marker(kind: type) -> Any:
