@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, ExpressionWrapper, F, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -18,6 +18,11 @@ from toolcalls.states import OPERATION_ACTIVE
 #: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
 #: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).
 DECIDABLE = models.Q(state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE)
+#: :attr:`ApprovalRequest.superseded` as a query expression, for a list that reads no operations.
+SUPERSEDED = ExpressionWrapper(
+    models.Q(state=ApprovalState.PENDING) & ~models.Q(operation__state__in=OPERATION_ACTIVE),
+    output_field=models.BooleanField(),
+)
 #: Sort keys of the queue (indexed below): the amount with "none" last, and the risk class from
 #: irreversible (2) to read (0).
 AMOUNT = Coalesce("amount_cents", Value(-1))

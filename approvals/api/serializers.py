@@ -8,28 +8,39 @@ from typing import Any
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
-from toolcalls.api.auth import principal
 from toolcalls.api.serializers import NullForBlank, StrictSerializer
 
 
 class ApprovalSerializer(NullForBlank):
+    """One approval: the call it parks, its arguments and their digest, why it needs a
+    decision, and the decision once made."""
+
+    # Rows come from ``approvals.api.views._Approvals.approvals``: its annotations name the
+    # operation, the call and the people, so no related row is read into an instance.
+
     id = serializers.CharField(source="public_id")
-    operation = serializers.CharField(source="operation.public_id")
+    operation = serializers.CharField(source="operation_public_id")
     call = serializers.CharField(
-        source="call.public_id", help_text="Callgate's ID of the call (tc_…) this approval parks."
+        source="call_public_id", help_text="Callgate's ID of the call (tc_…) this approval parks."
     )
-    provider_call_id = serializers.CharField(source="call.provider_call_id")
+    provider_call_id = serializers.CharField()
     tool = serializers.CharField(source="tool_name")
     arguments = serializers.SerializerMethodField()
     original_arguments = serializers.SerializerMethodField()
-    requested_by = serializers.SerializerMethodField(
+    requested_by = serializers.CharField(
+        source="requested_by_name",
+        read_only=True,
         help_text="Who started the operation, as the audit trail names them: service:<API key "
-        "name> or user:<username>."
+        "name> or user:<username>.",
     )
-    decided_by = serializers.SerializerMethodField(
-        help_text="Who decided, named as requested_by is; null while undecided."
+    decided_by = serializers.CharField(
+        source="decided_by_name",
+        read_only=True,
+        allow_null=True,
+        help_text="Who decided, named as requested_by is; null while undecided.",
     )
     superseded = serializers.BooleanField(
+        source="is_superseded",
         read_only=True,
         help_text="Still PENDING, but its operation ended: it can no longer be decided.",
     )
@@ -59,13 +70,6 @@ class ApprovalSerializer(NullForBlank):
             "decided_at",
             "decision_reason",
         ]
-
-    def get_requested_by(self, approval: ApprovalRequest) -> str:
-        return principal(approval.requested_by).audit_name
-
-    def get_decided_by(self, approval: ApprovalRequest) -> str | None:
-        decider = approval.decided_by
-        return principal(decider).audit_name if decider is not None else None
 
     def get_arguments(self, approval: ApprovalRequest) -> dict[str, Any]:
         return json.loads(approval.canonical_arguments)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
-from approvals.models import DECIDABLE, ApprovalRequest
+from approvals.models import DECIDABLE, SUPERSEDED, ApprovalRequest
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
+from toolcalls.api.auth import principal_names
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import ErrorSerializer
 from toolcalls.api.views import (
@@ -43,11 +44,15 @@ class InRequestOrder(ApiCursor):
 
 class _Approvals(ApiView):
     def approvals(self) -> QuerySet[ApprovalRequest]:
-        return (
-            ApprovalRequest.objects.filter(tenant=self.key().tenant)
-            .select_related("operation", "call", "requested_by", "decided_by")
-            .prefetch_related("requested_by__api_keys", "decided_by__api_keys")
+        """The tenant's approvals with what :class:`ApprovalSerializer` shows of their
+        operation, call and people read as plain values in the same statement."""
+        rows = ApprovalRequest.objects.filter(tenant=self.key().tenant).annotate(
+            operation_public_id=F("operation__public_id"),
+            is_superseded=SUPERSEDED,
+            call_public_id=F("call__public_id"),
+            provider_call_id=F("call__provider_call_id"),
         )
+        return principal_names(rows, requested_by_name="requested_by", decided_by_name="decided_by")
 
 
 @extend_schema(tags=["approvals"])
@@ -176,5 +181,4 @@ class ApprovalDecideView(_Approvals):
             reason=data["reason"],
             arguments=data.get("arguments"),
         )
-        approval.refresh_from_db()
-        return Response(ApprovalSerializer(approval).data)
+        return Response(ApprovalSerializer(self.approvals().get(pk=approval.pk)).data)

@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from tests.api.support import (
     DECIDE,
@@ -124,6 +128,29 @@ def test_approve_resumes_and_refunds_once(requester: APIClient, operator: APICli
     assert "has been submitted" in operation["final_text"]
     ledger = LedgerEntry.objects.get()
     assert (ledger.operation_ref, ledger.amount_cents) == (operation_id, 4999)
+
+
+def test_a_person_s_decision_is_named_as_the_audit_trail_names_them(
+    requester: APIClient, demo: DemoSeed
+) -> None:
+    _operation_id, approval = _parked(requester)
+    operator = get_user_model().objects.get(username="operator")
+    approval_decide(approval_pk=ApprovalRequest.objects.get().pk, actor=operator, approve=True)
+    read = get(requester, f"/approvals/{approval['id']}").json()
+    assert (read["requested_by"], read["decided_by"]) == ("service:checkout", "user:operator")
+
+
+def test_the_list_reads_its_rows_in_the_same_statements_however_many(
+    requester: APIClient,
+) -> None:
+    _parked(requester)
+    with CaptureQueriesContext(connection) as one:
+        assert len(get(requester, "/approvals").json()["results"]) == 1
+    _parked(requester)
+    _parked(requester)
+    with CaptureQueriesContext(connection) as three:
+        assert len(get(requester, "/approvals").json()["results"]) == 3
+    assert len(three.captured_queries) == len(one.captured_queries)
 
 
 def test_approve_with_edited_arguments(requester: APIClient, operator: APIClient) -> None:

@@ -269,7 +269,7 @@ class ApiCursor(pagination.CursorPagination):
         cursor = (
             parse_qs(urlsplit(following).query)[self.cursor_query_param][0] if following else None
         )
-        return Response(
+        response = Response(
             {
                 "next": following,
                 "previous": self.get_previous_link(),
@@ -277,6 +277,10 @@ class ApiCursor(pagination.CursorPagination):
                 "results": data,
             }
         )
+        # The view and its request refer to each other (DRF), so the garbage collector frees
+        # them, not their last reference: the page's rows need not wait for it with them.
+        self.page: list[Any] = []
+        return response
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
