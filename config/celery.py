@@ -12,6 +12,7 @@ import celery
 from celery import Celery, signals
 
 from config import inprocess_worker
+from config.heap import startup_objects_freeze
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -61,6 +62,12 @@ def _tracing_start(**_: Any) -> None:
     from config.observability import tracing_setup
 
     tracing_setup()
+
+
+@signals.worker_process_init.connect
+def _startup_objects_freeze(**_: Any) -> None:
+    """Freeze what the pool process inherited and loaded (``config.heap``), once forked."""
+    startup_objects_freeze()
 
 
 @signals.task_prerun.connect

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from config import celery_app, inprocess_worker
+from config.heap import startup_objects_freeze
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
@@ -23,3 +24,4 @@ application = get_wsgi_application()
 
 if settings.CELERY_TASK_ALWAYS_EAGER:
     inprocess_worker.start(app=celery_app, schedule=settings.CELERY_BEAT_SCHEDULE)
+startup_objects_freeze()  # loaded: the collector need not walk all that again (config.heap)
