@@ -29,6 +29,7 @@ from bench.env import BROKER_URL
 from bench.replies import FAMILY, MODEL, lookup_script, refund_script
 from bench.report import percentile
 from bench.tools import TOOL
+from config.heap import startup_objects_freeze
 from toolcalls.actors import Actor
 from toolcalls.api.auth import api_key_create
 from toolcalls.api.views import cursor_sign
@@ -39,6 +40,7 @@ from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Ten
 from toolcalls.selectors import NEWEST_FIRST
 from toolcalls.services import execution, turns
 from toolcalls.services.catalogue import tenant_tools_enable
+from toolcalls.services.enqueue import continuing
 from toolcalls.services.operations import operation_start
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
@@ -174,11 +176,12 @@ def _wait_state(
 # --- In-process baseline and queries per turn ---------------------------------------------------
 
 
-def _drive_in_process(operation: Operation, on_turn: Callable[[Callable[[], None]], None]) -> None:
-    """Run ``operation`` to its end in this process: each model turn through ``on_turn``, each
-    ready call through ``execution.call_execute`` (untimed)."""
+def _drive_in_process(operation: Operation) -> None:
+    """Run ``operation`` to its end in this process, a step at a time: each model turn through
+    ``turns.turn_run``, each ready call through ``execution.call_execute``; the wake-ups they
+    send go to Redis, unread (:func:`broker_flush` drops them)."""
     while True:
-        on_turn(lambda: turns.turn_run(operation_pk=operation.pk))
+        turns.turn_run(operation_pk=operation.pk)
         if _state(operation.pk) in _DONE:
             return
         ready = ToolCall.objects.filter(operation=operation, state=CallState.PROPOSED)
@@ -186,14 +189,35 @@ def _drive_in_process(operation: Operation, on_turn: Callable[[Callable[[], None
             execution.call_execute(call_pk=call_pk)
 
 
-def baseline(world: World, sizes: Sizes) -> Figures:
-    """The same scripted turns as through Celery, run by calling ``turns.turn_run`` directly: a
-    durable loop that checkpoints every step to PostgreSQL in one long-lived process.
+def _drive_continuing(operation: Operation, on_turn: Callable[[Callable[[], None]], None]) -> None:
+    """Run ``operation`` to its end as a worker runs an operation it continues with
+    (``enqueue.continuing``): the first turn, then each step the one before woke, in this
+    process, with no broker in between; each model turn through ``on_turn``."""
+    real = turns.turn_run
 
-    Wake-ups still go to Redis (the loop pays for publishing them, as a worker does); nobody
-    consumes them and they are dropped afterwards. The first operation warms up and is not
-    timed; the statements are counted in a separate pass, so the timed runs carry no capture
-    overhead.
+    def turn_run(**kwargs: Any) -> None:
+        on_turn(lambda: real(**kwargs))
+
+    turns.turn_run = turn_run  # what the continued run_turn tasks call
+    try:
+        with continuing():
+            turns.turn_run(operation_pk=operation.pk)
+    finally:
+        turns.turn_run = real
+    state = _state(operation.pk)
+    if state != OperationState.COMPLETED:
+        raise RuntimeError(f"{operation.public_id} ended {state}")
+
+
+def baseline(world: World, sizes: Sizes) -> Figures:
+    """The same scripted turns as through Celery, run in this process as a worker runs an
+    operation it continues with: a durable loop that checkpoints every step to PostgreSQL, in
+    one long-lived process, each step's wake-up running the next step at once instead of going
+    through the broker (the peer has no broker either). Each ``turns.turn_run`` is timed, the
+    calls between turns are not.
+
+    The first operation warms up and is not timed; the statements are counted in a separate
+    pass, so the timed runs carry no capture overhead.
     """
     script = _script(sizes.turns_per_operation)
     times: list[float] = []
@@ -203,9 +227,9 @@ def baseline(world: World, sizes: Sizes) -> Figures:
         run()
         times.append((time.perf_counter() - started) * 1000)
 
-    _drive_in_process(_lookup_operation(world, script), lambda run: run())
+    _drive_continuing(_lookup_operation(world, script), lambda run: run())
     for number in range(sizes.baseline_operations):
-        _drive_in_process(_lookup_operation(world, script), timed)
+        _drive_continuing(_lookup_operation(world, script), timed)
         if (number + 1) % 20 == 0:
             say(f"baseline: {number + 1}/{sizes.baseline_operations} operations")
     counts: list[int] = []
@@ -217,8 +241,8 @@ def baseline(world: World, sizes: Sizes) -> Figures:
         counts.append(sum(1 for statement in sql if statement not in _CONTROL))
 
     for _ in range(3):
-        _drive_in_process(_lookup_operation(world, script), counted)
-    broker_flush()
+        _drive_continuing(_lookup_operation(world, script), counted)
+    broker_flush()  # the wake-ups each operation's start sent
     say(f"baseline: {len(times)} turns; statements per turn {counts[: sizes.turns_per_operation]}")
     return {
         "baseline_turn_ms_p50": percentile(times, 50),
@@ -259,7 +283,7 @@ def storage(world: World) -> Figures:
         )
         limits = {"max_turns": count, "max_tool_calls": count, "max_calls_per_tool": count}
         operation = _lookup_operation(world, script, budgets=limits)
-        _drive_in_process(operation, lambda run: run())
+        _drive_in_process(operation)
         if _state(operation.pk) != OperationState.COMPLETED:
             raise RuntimeError(f"{operation.public_id} ended {_state(operation.pk)}")
         with connection.cursor() as cursor:
@@ -483,7 +507,11 @@ def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     operator: middleware, session, header count, template) and the API (``/api/v1/approvals``,
     API key), half the samples the first page and half a page from the middle of the queue;
     and (``lists``) of the console's decisions history and operations list, first pages, pages
-    from the middle and the operations waiting for approval."""
+    from the middle and the operations waiting for approval.
+
+    This process then serves the pages as a web process would: with what it has loaded frozen
+    out of the garbage collector's walks first, as ``config.wsgi`` does at start-up."""
+    startup_objects_freeze()
     pending = ApprovalRequest.objects.filter(tenant=world.tenant, state=ApprovalState.PENDING)
     middle = pending.order_by("expires_at", "pk")[pending.count() // 2]
     console = Client(SERVER_NAME="localhost")
