@@ -218,6 +218,12 @@ def test_a_call_step_reads_the_calls_set_with_the_call() -> None:
     assert len(reads) == 2  # the operation, then the set (locked)
 
 
+def test_a_call_step_never_reads_the_operations_conversation() -> None:
+    call = ToolCallFactory.create()
+    with call_step(call.pk) as step:
+        assert {"conversation", "messages", "input_text"} <= step.operation.get_deferred_fields()
+
+
 def test_operation_step_is_none_when_the_row_does_not_match() -> None:
     operation = OperationFactory.create(state="COMPLETED")
     with operation_step(operation.pk, where=Q(state="PENDING")) as step:

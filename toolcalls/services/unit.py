@@ -249,7 +249,7 @@ def call_step(call_pk: int) -> Iterator[Step]:
 
     Only the operation and the set are locked: the tenant and the turn are read, never written,
     and locking the tenant would serialise every operation of the tenant. The turn's request and
-    reply (the whole conversation) are not read.
+    reply, and the operation's conversation and opening input, are not read.
     """
     with transaction.atomic(durable=True):
         operations = _CALL_OPERATION.run(call_pk=call_pk)
@@ -263,11 +263,15 @@ def call_step(call_pk: int) -> Iterator[Step]:
         step.flush()
 
 
-#: The operation of call ``call_pk``, locked, with its tenant.
+#: What a call step never reads of its operation: the conversation (which grows with every
+#: turn) and the operation's opening input.
+_MODEL_INPUT = ("conversation", "messages", "input_text", "instructions")
+#: The operation of call ``call_pk``, locked, with its tenant (not :data:`_MODEL_INPUT`).
 _CALL_OPERATION: Compiled[Operation] = Compiled(
     lambda call_pk: (
         Operation.objects.select_for_update(of=("self",))
         .select_related("tenant")
+        .defer(*_MODEL_INPUT)
         .filter(pk=Subquery(ToolCall.objects.filter(pk=call_pk).values("operation_id")))
     ),
     call_pk=int,
