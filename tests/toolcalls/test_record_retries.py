@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg.errors
 import pytest
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError, connection
 from django.test import override_settings
 
 from tests import replies as r
@@ -132,6 +132,49 @@ def test_a_transient_database_error_while_a_result_is_recorded_retries_the_recor
     # Recorded by the worker that ran it, once: no lost run, no second attempt, one draft.
     assert (call.state, call.attempt) == (CallState.SUCCEEDED, 1)
     assert not call.events.filter(to_state=CallState.UNKNOWN_OUTCOME).exists()
+    assert RefundDraft.objects.count() == 1
+
+
+def _cut_during(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``real`` (a slow step), after which the server has ended this process's connection."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        pid = connection.connection.info.backend_pid
+        with psycopg.connect(**_conninfo(), autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        return result
+
+    return wrapper
+
+
+def _conninfo() -> dict[str, Any]:
+    options = connection.settings_dict
+    return {
+        "dbname": options["NAME"],
+        "user": options["USER"],
+        "password": options["PASSWORD"],
+        "host": options["HOST"],
+        "port": options["PORT"],
+    }
+
+
+@pytest.mark.parametrize(("module", "slow_step"), [(turns, "_request"), (execution, "_run")])
+def test_a_connection_the_server_ended_during_the_slow_step_is_replaced_for_the_record(
+    module: Any,
+    slow_step: str,
+    demo: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(module, slow_step, _cut_during(getattr(module, slow_step)))
+    operation = start(demo, [r.response(DRAFT), r.final()])
+
+    assert operation.state == S.COMPLETED, operation.terminal_reason
+    # The first try failed on the dead connection before writing; the second ran on a new one.
+    assert [m for m in caplog.messages if m.startswith("record retry 1 of")] != []
+    call = operation.calls.get()
+    assert (call.state, call.attempt) == (CallState.SUCCEEDED, 1)
     assert RefundDraft.objects.count() == 1
 
 

@@ -20,9 +20,9 @@ _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03"})
 
 
 def connections_check() -> None:
-    """Before recording what a slow step returned: close every connection that no longer
-    answers (a server restart, an idle timeout, a proxy or an operator cutting it while the step
-    ran), so the record opens a fresh one; keep those that do.
+    """Before a record runs again after a transient error: close every connection that no
+    longer answers (a server restart, an idle timeout, a proxy or an operator cutting it while
+    the slow step ran), so the record opens a fresh one; keep those that do.
 
     One round trip (``SELECT 1``) per open connection. Django's ``close_old_connections`` would
     instead close a healthy connection whenever ``CONN_MAX_AGE`` is 0 (the default), and the
@@ -56,12 +56,17 @@ def record_retrying(record: Callable[[], None], *, what: str) -> None:
     times, ``CALLGATE_RETRY_BASE_MS`` doubling (capped at ``CALLGATE_RETRY_CAP_MS``, jittered)
     between tries.
 
+    The first try runs on the connection as it is, with no round trip to check it first: a
+    connection lost while the slow step ran fails that try at its first statement, before
+    anything is written, and the retry checks the connections (:func:`connections_check`).
+
     ``record`` must check its own lease: a retry after a commit whose answer was lost finds the
     work recorded and the lease gone. Raises the permanent error, or the last transient one.
     """
     attempt = 0
     while True:
-        connections_check()
+        if attempt:
+            connections_check()
         try:
             record()
             return
