@@ -26,7 +26,7 @@ from toolcalls.services.enqueue import enqueue_resume
 from toolcalls.services.execution import call_execute
 from toolcalls.services.results import call_finish, tool_context
 from toolcalls.services.transitions import call_transition
-from toolcalls.services.unit import Step
+from toolcalls.services.unit import MODEL_INPUT, Step
 from toolcalls.services.validation import arguments_normalize, call_check
 from toolcalls.states import CallState
 
@@ -187,7 +187,8 @@ def call_resume(*, call_pk: int) -> None:
     validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
     chain's own code) and nothing runs.
     """
-    call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
+    deferred = (f"operation__{name}" for name in MODEL_INPUT)
+    call = ToolCall.objects.select_related("operation__tenant").defer(*deferred).get(pk=call_pk)
     problem = None
     spec = catalogue.tool_spec(call.operation, call.tool_name)
     if spec and spec.precondition and call.state == CallState.APPROVED:

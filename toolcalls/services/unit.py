@@ -263,15 +263,15 @@ def call_step(call_pk: int) -> Iterator[Step]:
         step.flush()
 
 
-#: What a call step never reads of its operation: the conversation (which grows with every
-#: turn) and the operation's opening input.
-_MODEL_INPUT = ("conversation", "messages", "input_text", "instructions")
-#: The operation of call ``call_pk``, locked, with its tenant (not :data:`_MODEL_INPUT`).
+#: What no call step reads of its operation (defer them wherever a call's operation is read):
+#: the conversation, which grows with every turn, and the operation's opening input.
+MODEL_INPUT = ("conversation", "messages", "input_text", "instructions")
+#: The operation of call ``call_pk``, locked, with its tenant (not :data:`MODEL_INPUT`).
 _CALL_OPERATION: Compiled[Operation] = Compiled(
     lambda call_pk: (
         Operation.objects.select_for_update(of=("self",))
         .select_related("tenant")
-        .defer(*_MODEL_INPUT)
+        .defer(*MODEL_INPUT)
         .filter(pk=Subquery(ToolCall.objects.filter(pk=call_pk).values("operation_id")))
     ),
     call_pk=int,
