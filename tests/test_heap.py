@@ -23,8 +23,8 @@ def unfrozen() -> Iterator[None]:
 
 @pytest.mark.usefixtures("unfrozen")
 def test_a_full_collection_no_longer_walks_what_was_loaded() -> None:
-    frozen = startup_objects_freeze()
-    assert frozen == gc.get_freeze_count() > 10_000
+    frozen = startup_objects_freeze()  # a frozen object can still go by its refcount: ≈
+    assert frozen > 10_000
     assert len(gc.get_objects()) < frozen / 10  # what the collector still walks
 
 
