@@ -11,6 +11,7 @@ class ToolcallsConfig(AppConfig):
     def ready(self) -> None:
         from toolcalls import tasks, telemetry
         from toolcalls.hooks import audit_listen
+        from toolcalls.services import execution, turns
         from toolcalls.services.enqueue import Workers, workers_register
 
         # Tools register themselves on import; only modules named in settings are imported, so
@@ -23,6 +24,10 @@ class ToolcallsConfig(AppConfig):
                 execute_call=tasks.execute_call,
                 reconcile_call=tasks.reconcile_call,
                 resume_call=tasks.resume_call,
+                claimers={
+                    tasks.run_turn.name: turns.turn_claim_woken,
+                    tasks.execute_call.name: execution.call_claim_woken,
+                },
             )
         )
         audit_listen(telemetry.audit_observe)

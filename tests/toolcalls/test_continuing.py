@@ -1,16 +1,20 @@
 """A worker continues with the first wake-up of each step it runs; the others, and whatever is
-left when its budget is spent, go through the broker."""
+left when its budget is spent, go through the broker. A step may claim the work of the wake-up
+it would continue with (``WakeUp.claim``): that work runs first, and nobody else is woken for
+it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pytest
 from django.test import override_settings
 
 from toolcalls.services import enqueue
-from toolcalls.services.enqueue import continuing
+from toolcalls.services.enqueue import Claimed, WakeUp, continuing
 
 
 class Steps:
@@ -83,3 +87,76 @@ def test_outside_a_task_every_wake_up_goes_through_the_broker() -> None:
     task = FakeTask({})
     enqueue._wake(Steps(), task, 9)  # type: ignore[arg-type]
     assert task.sent == [9]
+
+
+@pytest.fixture
+def claimed() -> Iterator[list[int]]:
+    """What the fake task's claimer claimed and ran (the claimer claims every pk but 0, for
+    which its step settles the work instead)."""
+    ran: list[int] = []
+
+    def claimer(step: Any, pk: int) -> Claimed:
+        return Claimed(partial(ran.append, pk) if pk else None)
+
+    registered = enqueue._registered()
+    enqueue.workers_register(replace(registered, claimers={"fake": claimer}))
+    try:
+        yield ran
+    finally:
+        enqueue.workers_register(registered)
+
+
+def test_claimed_work_runs_first_and_the_step_s_other_wake_ups_go_to_the_broker(
+    claimed: list[int],
+) -> None:
+    task = FakeTask({})
+    with continuing():
+        run = WakeUp(task, 1).claim(step=None)  # type: ignore[arg-type]
+        assert run is not None
+        run()  # the step commits
+        enqueue._wake(Steps(), task, 2)  # type: ignore[arg-type]
+    assert (claimed, task.sent) == ([1], [2])
+
+
+def test_work_its_step_settled_when_claiming_it_leaves_nothing_to_run(
+    claimed: list[int],
+) -> None:
+    task = FakeTask({})
+    with continuing():
+        run = WakeUp(task, 0).claim(step=None)  # type: ignore[arg-type]
+        assert run is not None
+        run()
+        enqueue._wake(Steps(), task, 2)  # type: ignore[arg-type]
+    assert (claimed, task.ran, task.sent) == ([], [2], [])
+
+
+@pytest.mark.parametrize("countdown_s", [None, 2.0])
+def test_nothing_is_claimed_without_budget_or_for_later(
+    claimed: list[int], settings: Any, countdown_s: float | None
+) -> None:
+    settings.CALLGATE_WORKER_CONTINUE_STEPS = 0 if countdown_s is None else 5
+    with continuing():
+        assert WakeUp(FakeTask({}), 1, countdown_s).claim(step=None) is None  # type: ignore[arg-type]
+    assert claimed == []
+
+
+def test_outside_a_task_nothing_is_claimed(claimed: list[int]) -> None:
+    assert WakeUp(FakeTask({}), 1).claim(step=None) is None  # type: ignore[arg-type]
+
+
+def test_work_claimed_by_a_continued_step_that_fails_still_runs(
+    claimed: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    class Failing(FakeTask):
+        def run(self, pk: int) -> None:
+            with continuing():
+                if pk == 2:
+                    run = WakeUp(self, 5).claim(step=None)  # type: ignore[arg-type]
+                    assert run is not None
+                    run()  # committed with the step
+                    raise RuntimeError("boom")
+                enqueue._wake(Steps(), self, 2)  # type: ignore[arg-type]
+
+    Failing({}).run(1)
+    assert claimed == [5]
+    assert "continued fake(2) failed" in caplog.text

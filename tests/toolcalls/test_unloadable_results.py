@@ -44,7 +44,7 @@ def test_a_result_the_adapter_cannot_shape_fails_the_operation_unloadable(
         raise TypeError("Object of type Decimal is not JSON serializable")
 
     monkeypatch.setattr(adapter, "append_results", unshapeable)
-    monkeypatch.setattr(turns, "call_set_results", lambda *, operation: [])
+    monkeypatch.setattr(turns, "call_set_results", lambda *, operation, calls: [])
     turns.turn_run(operation_pk=call.operation_id)
 
     operation = call.operation
@@ -65,7 +65,7 @@ def test_a_database_error_while_loading_results_is_not_taken_for_an_unloadable_r
         CallState.SUCCEEDED, operation_state=S.RESULTS_READY, model_result={"ok": True}
     )
 
-    def lost(*, operation: Any) -> list[Any]:
+    def lost(*, operation: Any, calls: Any) -> list[Any]:
         raise error("server closed the connection")
 
     monkeypatch.setattr(turns, "call_set_results", lost)

@@ -15,16 +15,25 @@ hop per step, and with many operations waiting each one's latency stays bounded:
 finishes one before taking the next, instead of every operation advancing one step per pass
 over the whole queue. A worker that dies between two steps loses nothing: its task's message is
 delivered again (late acknowledgement), and the recovery sweep hands out what is stranded.
+
+A wake-up this worker would continue with may instead have its work claimed by the step that
+sends it, in the step's own transaction, just before the step is written (:class:`WakeUp`):
+the turn that proposes a call claims the call, the call that makes a set's results ready
+claims the next turn. That work then needs no transaction of its own to be claimed, and no
+wake-up: nobody else can take it. Claimed work runs before anything else the worker continues
+with, even past the budget; a worker that dies before running it leaves it as one that died
+right after claiming it does, under a lease that runs out, for the recovery sweep to settle.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
 
 from celery import Task
 from django.conf import settings
@@ -39,14 +48,29 @@ class Wakes(Protocol):
 
 
 @dataclass(frozen=True)
+class Claimed:
+    """What a claimer did with a wake-up's work inside the step: ``run`` is the rest of that
+    work, for this worker after commit (``None``: the step settled it, nothing is left)."""
+
+    run: Callable[[], None] | None
+
+
+#: Claims the work of a wake-up for ``pk`` inside the step sending it (an argument of type
+#: ``toolcalls.services.unit.Step``); ``None`` when it cannot, and the wake-up is sent as usual.
+Claimer = Callable[[Any, int], Claimed | None]
+
+
+@dataclass(frozen=True)
 class Workers:
     """The engine's tasks (``toolcalls.tasks``), registered by the app at start-up so the
-    services that wake them need not import the module that imports the services."""
+    services that wake them need not import the module that imports the services, and the
+    claimers of the tasks whose work a step may claim (by task name)."""
 
     run_turn: Task
     execute_call: Task
     reconcile_call: Task
     resume_call: Task
+    claimers: Mapping[str, Claimer] = field(default_factory=dict)
 
 
 _workers: list[Workers] = []
@@ -64,10 +88,12 @@ def _registered() -> Workers:
 
 @dataclass
 class _Continuation:
-    """The work a worker continues with: ``steps_left`` more steps, ``next`` the one to run."""
+    """The work a worker continues with: ``steps_left`` more steps, ``claimed`` the work its
+    steps claimed for it (run first), ``next`` the step to run after that."""
 
     steps_left: int
     next: tuple[Task, int] | None = None
+    claimed: list[Callable[[], None]] = field(default_factory=list)
 
 
 _local = threading.local()
@@ -94,28 +120,81 @@ def continuing() -> Iterator[None]:
 
 
 def _drain(continuation: _Continuation) -> None:
-    while continuation.next is not None and continuation.steps_left > 0:
-        (task, pk), continuation.next = continuation.next, None
+    """Run the claimed work, then the next step, while the budget lasts. After a step that
+    raised, only the work already claimed still runs."""
+    while True:
+        if continuation.claimed:
+            run, what = continuation.claimed.pop(0), "claimed work"
+        elif continuation.next is not None and continuation.steps_left > 0:
+            (task, pk), continuation.next = continuation.next, None
+            run, what = partial(task.run, pk), f"{task.name}({pk})"
+        else:
+            return
         continuation.steps_left -= 1
         try:
-            task.run(pk)
+            run()
         except Exception:
-            log.exception("continued %s(%s) failed; the recovery sweep hands it out", task.name, pk)
+            log.exception("continued %s failed; the recovery sweep hands it out", what)
+            continuation.steps_left = 0
+
+
+def _continues_here() -> _Continuation | None:
+    """The continuation of this worker when it will run the next step a step in progress
+    hands it: inside :func:`continuing`, with budget left, and nothing else to continue with
+    yet."""
+    continuation: _Continuation | None = getattr(_local, "continuation", None)
+    if continuation is None or continuation.steps_left <= 0:
+        return None
+    return None if continuation.next is not None or continuation.claimed else continuation
+
+
+@dataclass(frozen=True)
+class WakeUp:
+    """A wake-up of ``task`` for ``pk``, sent after commit (optionally delayed, seconds): this
+    worker continues with it when it is free to, else it goes through the broker."""
+
+    task: Task
+    pk: int
+    countdown_s: float | None = None
+
+    def __call__(self) -> None:
+        continuation: _Continuation | None = getattr(_local, "continuation", None)
+        if (
+            self.countdown_s is None
+            and continuation is not None
+            and continuation.next is None
+            and not continuation.claimed
+        ):
+            continuation.next = (self.task, self.pk)
             return
+        try:
+            self.task.apply_async(args=[self.pk], countdown=self.countdown_s)
+        except Exception:  # robust: see the module docstring
+            task, pk = self.task.name, self.pk
+            log.exception("%s(%s) not sent; the recovery sweep hands it out", task, pk)
+
+    def claim(self, step: Any) -> Callable[[], None] | None:
+        """At the end of ``step``, before it is written: claim this wake-up's work in it for
+        this worker, when the worker would continue with it and the task's claimer can. Returns
+        what to run after commit in place of the wake-up, or ``None`` (the wake-up stands)."""
+        claimer = _registered().claimers.get(self.task.name)
+        continuation = _continues_here()
+        if self.countdown_s is not None or claimer is None or continuation is None:
+            return None
+        claimed = claimer(step, self.pk)
+        if claimed is None:
+            return None
+        if claimed.run is None:
+            return _nothing
+        return partial(continuation.claimed.append, claimed.run)
+
+
+def _nothing() -> None:
+    """In place of a wake-up whose work its step settled when it claimed it."""
 
 
 def _wake(step: Wakes, task: Task, pk: int, countdown_s: float | None = None) -> None:
-    """After commit: continue with ``task`` for ``pk`` in this worker when it is the step's
-    first immediate wake-up inside :func:`continuing`, else send it through the broker."""
-
-    def send() -> None:
-        continuation = getattr(_local, "continuation", None)
-        if countdown_s is None and continuation is not None and continuation.next is None:
-            continuation.next = (task, pk)
-        else:
-            task.apply_async(args=[pk], countdown=countdown_s)
-
-    step.wake(send)
+    step.wake(WakeUp(task, pk, countdown_s))
 
 
 def enqueue_turn(step: Wakes, *, operation_pk: int, countdown_s: float | None = None) -> None:

@@ -22,7 +22,7 @@ from toolcalls.envelopes import ErrorCode, error
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
 from toolcalls.services.connections import record_retrying
-from toolcalls.services.enqueue import enqueue_execute, enqueue_reconcile
+from toolcalls.services.enqueue import Claimed, enqueue_execute, enqueue_reconcile
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.handler_threads import handler_run
 from toolcalls.services.idempotency import key_reserve, key_settle
@@ -70,9 +70,15 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
 
     ``precheck`` adds checks under the claim's locks (resume uses it to revalidate an approval).
     """
-    claim = _claim(call_pk, precheck)
-    if claim is None:
-        return
+    with call_step(call_pk) as step:
+        claim = call_claim(step, step.call, precheck=precheck)
+    if claim is not None:
+        call_run(claim)
+
+
+def call_run(claim: Claim) -> None:
+    """Run a claimed call's handler, outside any transaction, and record what it did (under
+    the claim's lease)."""
     faultpoints.reach("call.after_claim")
     outcome = _run(claim)
     faultpoints.reach("call.before_record")
@@ -83,28 +89,42 @@ def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
     )
 
 
-def _claim(call_pk: int, precheck: Precheck | None) -> Claim | None:
-    with call_step(call_pk) as step:
-        operation, call = step.operation, step.call
-        if operation.state in OPERATION_TERMINAL:
+def call_claim_woken(step: Step, call_pk: int) -> Claimed | None:
+    """The claimer of ``toolcalls.execute_call`` (``enqueue.WakeUp.claim``): claim call
+    ``call_pk`` in ``step`` when the step holds it (the turn that proposed it, or the call
+    step that made room for it). ``None`` when the step does not hold it."""
+    call = step.held(call_pk)
+    if call is None:
+        return None
+    claim = call_claim(step, call)
+    return Claimed(partial(call_run, claim) if claim is not None else None)
+
+
+def call_claim(step: Step, call: ToolCall, *, precheck: Precheck | None = None) -> Claim | None:
+    """Claim ``call`` (held by ``step``, its operation locked) for this worker: EXECUTING under a
+    new lease, its idempotency key reserved. ``None`` when it is no longer runnable, or when it
+    got its result (or was queued again) instead: rejected by ``precheck`` or a catalogue that
+    no longer has its tool, answered from its key's record, or waiting for the key's holder."""
+    operation = step.operation
+    if operation.state in OPERATION_TERMINAL:
+        return None
+    if call.state not in (CallState.PROPOSED, CallState.APPROVED):
+        return None
+    spec = catalogue.tool_spec(operation, call.tool_name)
+    problem = precheck(operation, call) if precheck else None
+    if problem or spec is None:
+        # No spec: the tool resolved at dispatch, and the tenant's catalogue has changed
+        # since (a remote tool disabled, or changed on its server).
+        result = error(*(problem or _gone(call)))
+        call_finish(step, call, to_state=CallState.REJECTED, model_result=result, actor=WORKER)
+        return None
+    arguments = call.arguments or {}
+    if spec.idempotency_key is not None:
+        call.idempotency_key = spec.idempotency_key(tool_context(operation, call), arguments)
+        step.change(call, "idempotency_key")
+        if not key_reserve(step, call, spec=spec, arguments=arguments):
             return None
-        if call.state not in (CallState.PROPOSED, CallState.APPROVED):
-            return None
-        spec = catalogue.tool_spec(operation, call.tool_name)
-        problem = precheck(operation, call) if precheck else None
-        if problem or spec is None:
-            # No spec: the tool resolved at dispatch, and the tenant's catalogue has changed
-            # since (a remote tool disabled, or changed on its server).
-            result = error(*(problem or _gone(call)))
-            call_finish(step, call, to_state=CallState.REJECTED, model_result=result, actor=WORKER)
-            return None
-        arguments = call.arguments or {}
-        if spec.idempotency_key is not None:
-            call.idempotency_key = spec.idempotency_key(tool_context(operation, call), arguments)
-            step.change(call, "idempotency_key")
-            if not key_reserve(step, call, spec=spec, arguments=arguments):
-                return None
-        return _start(step, call, spec, arguments, revalidated=precheck is not None)
+    return _start(step, call, spec, arguments, revalidated=precheck is not None)
 
 
 def _gone(call: ToolCall) -> tuple[str, str]:

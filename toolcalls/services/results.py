@@ -230,15 +230,19 @@ def call_set_advance(step: Step, *, turn_id: int, actor: Actor, resume: bool = F
         call_set_start_ready(step, turn_id=turn_id)
 
 
-def call_set_results(*, operation: Operation) -> list[ToolResultMessage]:
+def call_set_results(
+    *, operation: Operation, calls: Sequence[ToolCall] | None = None
+) -> list[ToolResultMessage]:
     """The model-facing results of the operation's latest call set, after checking each binding,
     held to the request's size budget (:func:`request_budget`; the calls keep their whole
-    results).
+    results). ``calls``: that set, in position order, with their turn, as the caller's step
+    holds it (its changes not yet written); by default it is read.
 
     Raises :class:`BindingMismatch` when a stored digest differs from the one recomputed now, and
     ``ValueError`` when a call has no result (a set is only returned complete).
     """
-    calls = _LATEST_SET.run(operation_pk=operation.pk)
+    if calls is None:
+        calls = _LATEST_SET.run(operation_pk=operation.pk)
     if not calls:
         raise ValueError(f"{operation.public_id} has no call set to return")
     turn = calls[0].turn

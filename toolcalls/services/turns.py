@@ -28,15 +28,16 @@ from providers.transports import ModelTransport, OnEvent
 from toolcalls import catalogue, faultpoints, telemetry
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
-from toolcalls.models import ModelTurn, Operation
+from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.services.connections import record_retrying, transient
 from toolcalls.services.dispatch import call_set_dispatch
-from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.enqueue import Claimed, enqueue_turn
 from toolcalls.services.escalations import operation_escalate
 from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import MissingCredentials, transport_for
 from toolcalls.services.unit import (
+    MODEL_INPUT,
     Step,
     lease_clear,
     lease_free,
@@ -71,8 +72,27 @@ def turn_run(*, operation_pk: int) -> None:
     """Advance the operation by one model request if it is waiting for one; otherwise a no-op
     (duplicate deliveries and wake-ups for finished work are harmless)."""
     claim = _claim(operation_pk)
-    if claim is None:
-        return
+    if claim is not None:
+        turn_continue(claim)
+
+
+def turn_claim_woken(step: Step, operation_pk: int) -> Claimed | None:
+    """The claimer of ``toolcalls.run_turn`` (``enqueue.WakeUp.claim``): claim the next model
+    turn of the step's operation in ``step``, when it waits for one and no worker holds it, as
+    :func:`turn_run` would in a step of its own. The step's changes are not written yet: the
+    results to send come from the call set it holds. ``None`` when it is not claimable here."""
+    operation = step.operation
+    if operation.pk != operation_pk or not _claimable_now(operation):
+        return None
+    model_input = [name for name in MODEL_INPUT if name in operation.get_deferred_fields()]
+    if model_input:
+        operation.refresh_from_db(fields=model_input)  # a call step does not read them
+    claim = _claim_in(step)
+    return Claimed(partial(turn_continue, claim) if claim is not None else None)
+
+
+def turn_continue(claim: TurnClaim) -> None:
+    """The claimed turn's model request, outside any transaction, and its record."""
     faultpoints.reach("turn.after_claim")
     started = time.monotonic()
     reply, parsed = _request(claim)
@@ -95,25 +115,38 @@ def _claimable(now: datetime) -> Q:
     return lease_free(now) & Q(state__in=_CLAIMABLE)
 
 
+def _claimable_now(operation: Operation) -> bool:
+    """:func:`_claimable`, of an operation a step holds."""
+    now = timezone.now()
+    lease_free = operation.lease_expires_at is None or operation.lease_expires_at <= now
+    return lease_free and operation.state in _CLAIMABLE
+
+
 def _claim(operation_pk: int) -> TurnClaim | None:
     with operation_step(operation_pk, where=_claimable, related=_CLAIM_RELATED) as step:
         if step is None:
             return None  # finished, parked, or another worker holds the lease
-        operation = step.operation
-        now = timezone.now()
-        trip = turn_trip(operation, now=now) if operation.state != OperationState.PENDING else None
-        if trip:
-            operation_escalate(step, reason=trip.reason, actor=ENGINE, guard=trip.guard)
-            return None
-        results = _results_appended(step)
-        if results is None or _poisoned(step):
-            return None
-        try:
-            transport = transport_for(operation)
-        except MissingCredentials as exc:
-            _fail_before_request(step, f"NO_CREDENTIALS: {exc}")
-            return None
-        return _claimed(step, transport, results)
+        return _claim_in(step)
+
+
+def _claim_in(step: Step) -> TurnClaim | None:
+    """Claim the turn of the step's operation (claimable, locked); ``None`` when the claim
+    escalated, failed or parked it instead."""
+    operation = step.operation
+    now = timezone.now()
+    trip = turn_trip(operation, now=now) if operation.state != OperationState.PENDING else None
+    if trip:
+        operation_escalate(step, reason=trip.reason, actor=ENGINE, guard=trip.guard)
+        return None
+    results = _results_appended(step)
+    if results is None or _poisoned(step):
+        return None
+    try:
+        transport = transport_for(operation)
+    except MissingCredentials as exc:
+        _fail_before_request(step, f"NO_CREDENTIALS: {exc}")
+        return None
+    return _claimed(step, transport, results)
 
 
 _CLAIM_RELATED = ("tenant", "replay_script")
@@ -126,7 +159,7 @@ def _results_appended(step: Step) -> list[ToolResultMessage] | None:
     if operation.state != OperationState.RESULTS_READY:
         return []
     try:
-        results = call_set_results(operation=operation)
+        results = call_set_results(operation=operation, calls=_latest_set_held(step))
         adapter = get_adapter(operation.family)
         conversation = adapter.append_results(conversation=operation.conversation, results=results)
     except BindingMismatch as exc:
@@ -142,6 +175,15 @@ def _results_appended(step: Step) -> list[ToolResultMessage] | None:
         return None
     operation.conversation = conversation
     return results
+
+
+def _latest_set_held(step: Step) -> list[ToolCall] | None:
+    """The operation's latest call set when the step holds it (a claim inside the step that
+    finished it: its rows are not written yet), else ``None``."""
+    calls = step.held_set()
+    if calls and calls[0].turn.index == step.operation.turn_count - 1:
+        return calls
+    return None
 
 
 def _fail_results(step: Step, reason: str, details: Mapping[str, Any]) -> None:

@@ -116,10 +116,23 @@ class Step:
         (their changes before that are part of the insert)."""
         self._inserts.extend(rows)
 
+    def held(self, call_pk: int) -> ToolCall | None:
+        """The call ``call_pk`` as this step holds it (locked, or created by it), or ``None``."""
+        return self._held.get(call_pk)
+
+    def held_set(self) -> list[ToolCall] | None:
+        """The one call set this step holds (the set of the call it is about, or the set it
+        created), in position order; ``None`` when it holds no set."""
+        if len(self._sets) != 1:
+            return None
+        return sorted(next(iter(self._sets.values())), key=lambda call: call.position)
+
     def flush(self) -> None:
         """Write what the step changed, each changed row once: rows of one model with the same
         changed fields in one UPDATE; the events and every row changed alone in one statement
-        (:func:`audit_insert`)."""
+        (:func:`audit_insert`). First, the first wake-up whose work this worker can claim in
+        the step does (``enqueue.WakeUp.claim``): its changes are written with the rest."""
+        self._claim_woken()
         groups: dict[tuple[type[models.Model], frozenset[str]], list[models.Model]] = {}
         inserting = {id(row) for row in self._inserts}
         for row, fields in self._changed.values():
@@ -139,6 +152,14 @@ class Step:
             # robust: a broker that refuses a wake-up leaves the committed work to recovery.
             transaction.on_commit(action, robust=True)
         self._wakeups.clear()
+
+    def _claim_woken(self) -> None:
+        for number, action in enumerate(self._wakeups):
+            claim = getattr(action, "claim", None)  # an ``enqueue.WakeUp``
+            replacement = claim(self) if claim is not None else None
+            if replacement is not None:
+                self._wakeups[number] = replacement
+                return
 
 
 #: The calls of one set (``turn_id``).
