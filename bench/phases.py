@@ -191,19 +191,25 @@ def _drive_in_process(operation: Operation) -> None:
 
 def _drive_continuing(operation: Operation, on_turn: Callable[[Callable[[], None]], None]) -> None:
     """Run ``operation`` to its end as a worker runs an operation it continues with
-    (``enqueue.continuing``): the first turn, then each step the one before woke, in this
-    process, with no broker in between; each model turn through ``on_turn``."""
-    real = turns.turn_run
+    (``enqueue.continuing``): the first turn, then each step the one before woke or claimed, in
+    this process, with no broker in between; each model turn through ``on_turn`` (the first
+    through ``turns.turn_run``, the others through ``turns.turn_continue``, once the step before
+    claimed them)."""
+    real_run, real_continue = turns.turn_run, turns.turn_continue
 
     def turn_run(**kwargs: Any) -> None:
-        on_turn(lambda: real(**kwargs))
+        on_turn(lambda: real_run(**kwargs))
 
-    turns.turn_run = turn_run  # what the continued run_turn tasks call
+    def turn_continue(claim: Any) -> None:
+        on_turn(lambda: real_continue(claim))
+
+    # What the continued steps call; turn_run's own call of turn_continue is the real one.
+    turns.turn_run, turns.turn_continue = turn_run, turn_continue
     try:
         with continuing():
-            turns.turn_run(operation_pk=operation.pk)
+            real_run(operation_pk=operation.pk)
     finally:
-        turns.turn_run = real
+        turns.turn_run, turns.turn_continue = real_run, real_continue
     state = _state(operation.pk)
     if state != OperationState.COMPLETED:
         raise RuntimeError(f"{operation.public_id} ended {state}")
@@ -213,14 +219,17 @@ def baseline(world: World, sizes: Sizes) -> Figures:
     """The same scripted turns as through Celery, run in this process as a worker runs an
     operation it continues with: a durable loop that checkpoints every step to PostgreSQL, in
     one long-lived process, each step's wake-up running the next step at once instead of going
-    through the broker (the peer has no broker either). Each ``turns.turn_run`` is timed, the
-    calls between turns are not.
+    through the broker (the peer has no broker either). Each model turn is timed (its claim,
+    unless the step before claimed it, its request and its record), the calls between turns are
+    not; ``baseline_cycle_ms_p50`` is each operation's whole time, start to end, over its
+    turns, calls included (as the peer's time per turn is its operation's).
 
     The first operation warms up and is not timed; the statements are counted in a separate
     pass, so the timed runs carry no capture overhead.
     """
     script = _script(sizes.turns_per_operation)
     times: list[float] = []
+    cycles: list[float] = []
 
     def timed(run: Callable[[], None]) -> None:
         started = time.perf_counter()
@@ -229,25 +238,43 @@ def baseline(world: World, sizes: Sizes) -> Figures:
 
     _drive_continuing(_lookup_operation(world, script), lambda run: run())
     for number in range(sizes.baseline_operations):
+        started = time.perf_counter()
         _drive_continuing(_lookup_operation(world, script), timed)
+        cycles.append((time.perf_counter() - started) * 1000 / sizes.turns_per_operation)
         if (number + 1) % 20 == 0:
             say(f"baseline: {number + 1}/{sizes.baseline_operations} operations")
-    counts: list[int] = []
-
-    def counted(run: Callable[[], None]) -> None:
-        with CaptureQueriesContext(connection) as captured:
-            run()
-        sql = (query["sql"].strip().upper() for query in captured.captured_queries)
-        counts.append(sum(1 for statement in sql if statement not in _CONTROL))
-
-    for _ in range(3):
-        _drive_continuing(_lookup_operation(world, script), counted)
+    counts, totals = _statements(world, script)
     broker_flush()  # the wake-ups each operation's start sent
     say(f"baseline: {len(times)} turns; statements per turn {counts[: sizes.turns_per_operation]}")
     return {
         "baseline_turn_ms_p50": percentile(times, 50),
+        "baseline_cycle_ms_p50": percentile(cycles, 50),
         "queries_per_turn": sum(counts) / len(counts),
+        "queries_per_cycle": sum(totals) / (len(totals) * sizes.turns_per_operation),
     }
+
+
+def _statements(world: World, script: ReplayScript) -> tuple[list[int], list[int]]:
+    """Statements (BEGIN/COMMIT/ROLLBACK not counted) of each model turn, and of each whole
+    operation (its start and calls included), over three operations."""
+    counts: list[int] = []
+
+    def counted(run: Callable[[], None]) -> None:
+        counts.append(_counted(run))
+
+    totals = [
+        _counted(lambda: _drive_continuing(_lookup_operation(world, script), counted))
+        for _ in range(3)
+    ]
+    return counts, totals
+
+
+def _counted(run: Callable[[], None]) -> int:
+    """Statements ``run`` sends (those inside a nested count are counted there too)."""
+    with CaptureQueriesContext(connection) as captured:
+        run()
+    sql = (query["sql"].strip().upper() for query in captured.captured_queries)
+    return sum(1 for statement in sql if statement not in _CONTROL)
 
 
 # --- Storage per operation ---------------------------------------------------------------------
@@ -299,9 +326,9 @@ def storage(world: World) -> Figures:
 
 def turn_latency(world: World, sizes: Sizes) -> Figures:
     """Operations one at a time through one worker: each turn's control-plane time as the worker
-    measured it (``bench.tools``: ``task_prerun`` → ``task_postrun`` of ``run_turn``, so the
-    claim, the model request and the record, with their commits and wake-ups, never the time the
-    wake-up waited in the queue). One operation warms the worker up first."""
+    measured it around the engine's step (``bench.tools``: the claim unless the step before
+    claimed the turn, the model request and the record, with their commits and wake-ups, never
+    the time a wake-up waited in the queue). One operation warms the worker up first."""
     script = _script(sizes.turns_per_operation)
     operation = _lookup_operation(world, script)
     _wait_state(operation.pk, _DONE)

@@ -82,15 +82,17 @@ def main() -> int:
 
     phases.say("phase 1/6: in-process baseline")
     figures.update(phases.baseline(world, sizes))
-    notes["baseline_turn_ms_p50"] = "turns.turn_run called in this process"
+    notes["baseline_turn_ms_p50"] = "each model turn, in this process"
+    notes["baseline_cycle_ms_p50"] = "an operation start to end / its turns (calls included)"
     notes["queries_per_turn"] = "mean; BEGIN/COMMIT not counted"
+    notes["queries_per_cycle"] = "an operation's statements / its turns (calls included)"
 
     phases.say("phase 2/6: one worker, one operation at a time")
     with workers.Workers(1) as one:
         one.wait_ready()
         figures.update(phases.turn_latency(world, sizes))
         figures.update(phases.refund(world, sizes))
-    notes["turn_ms_p50"] = "inside the worker: claim + request + record"
+    notes["turn_ms_p50"] = "inside the worker: (claim +) request + record"
     notes["refund_op_ms_p50"] = f"{sizes.refund_operations} refunds, start to COMPLETED"
     notes["resume_ms_p50"] = "decision event -> APPROVED->EXECUTING event"
 

@@ -4,11 +4,15 @@ Imported through ``CALLGATE_TOOL_MODULES=toolcalls.demo.tools,bench.tools`` by t
 and by its workers. The tools answer at once, so every millisecond measured is Callgate's.
 
 Step timing (``BENCH_TIMINGS_DIR``): a worker that imports this module times each engine step
-its tasks run (``turns.turn_run``, ``execution.call_execute``, ``approvals.call_resume``) with
-``time.perf_counter`` and appends one line per step, ``<task name> <ms>``, to
-``tasks.<pid>.txt``. For ``toolcalls.run_turn`` that is claim → model request → record, with
-their commits and the wake-ups sent after them, whether the worker took the step from the queue
-or continued with it, and never the time it waited in the queue.
+its tasks run with ``time.perf_counter`` and appends one line per step, ``<task name> <ms>``, to
+``tasks.<pid>.txt``: a model turn (``turns.turn_run``, or ``turns.turn_continue`` for a turn an
+earlier step claimed) as ``toolcalls.run_turn``, a call (``execution.call_execute``, or
+``execution.call_run`` for a claimed one) as ``toolcalls.execute_call``, a resume
+(``approvals.call_resume``) as ``toolcalls.resume_call``. For a turn that is its claim (unless an
+earlier step claimed it), the model request and the record (with whatever the record claims for
+the worker's next step), with their commits and the wake-ups sent after them, whether the
+worker took the step from the queue or continued with it, and never the time it waited in the
+queue.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -76,16 +81,25 @@ def _timings_file() -> Path | None:
     return Path(folder) / f"tasks.{os.getpid()}.txt" if folder else None
 
 
+_timing = threading.local()
+
+
 def _timed(name: str, step: Callable[..., None]) -> Callable[..., None]:
     """``step`` (an engine service a task runs), appending ``<name> <ms>`` per run to the
-    timings file when there is one."""
+    timings file when there is one; a step run inside another of the same name (``turn_run``
+    runs ``turn_continue``) is part of it."""
 
     @functools.wraps(step)
-    def timed(**kwargs: Any) -> None:
+    def timed(*args: Any, **kwargs: Any) -> None:
+        if getattr(_timing, name, False):
+            step(*args, **kwargs)
+            return
+        setattr(_timing, name, True)
         started = time.perf_counter()
         try:
-            step(**kwargs)
+            step(*args, **kwargs)
         finally:
+            setattr(_timing, name, False)
             path = _timings_file()
             if path is not None:
                 with path.open("a") as out:
@@ -95,7 +109,10 @@ def _timed(name: str, step: Callable[..., None]) -> Callable[..., None]:
 
 
 # Each step is timed where the task runs it, so a step a worker continues with (rather than
-# one it took from the queue) is timed alike, and the queue wait never is.
+# one it took from the queue) is timed alike, and the queue wait never is. The claimed steps
+# are looked up on their module when a step claims them, so they are timed too.
 turns.turn_run = _timed("toolcalls.run_turn", turns.turn_run)
+turns.turn_continue = _timed("toolcalls.run_turn", turns.turn_continue)
 execution.call_execute = _timed("toolcalls.execute_call", execution.call_execute)
+execution.call_run = _timed("toolcalls.execute_call", execution.call_run)
 approvals.call_resume = _timed("toolcalls.resume_call", approvals.call_resume)
