@@ -196,18 +196,28 @@ def _drive_continuing(operation: Operation, on_turn: Callable[[Callable[[], None
     through ``turns.turn_run``, the others through ``turns.turn_continue``, once the step before
     claimed them)."""
     real_run, real_continue = turns.turn_run, turns.turn_continue
+    inside: list[bool] = []  # a turn_continue inside a turn_run is part of that turn
+
+    def one_turn(run: Callable[[], None]) -> None:
+        if inside:
+            run()
+            return
+        inside.append(True)
+        try:
+            on_turn(run)
+        finally:
+            inside.clear()
 
     def turn_run(**kwargs: Any) -> None:
-        on_turn(lambda: real_run(**kwargs))
+        one_turn(lambda: real_run(**kwargs))
 
     def turn_continue(claim: Any) -> None:
-        on_turn(lambda: real_continue(claim))
+        one_turn(lambda: real_continue(claim))
 
-    # What the continued steps call; turn_run's own call of turn_continue is the real one.
-    turns.turn_run, turns.turn_continue = turn_run, turn_continue
+    turns.turn_run, turns.turn_continue = turn_run, turn_continue  # what the steps call
     try:
         with continuing():
-            real_run(operation_pk=operation.pk)
+            turns.turn_run(operation_pk=operation.pk)
     finally:
         turns.turn_run, turns.turn_continue = real_run, real_continue
     state = _state(operation.pk)
