@@ -100,6 +100,26 @@ def test_a_turn_claims_its_call_and_the_call_claims_the_next_turn(
     assert AuditEvent.objects.filter(operation=operation).count() == operation.audit_seq
 
 
+def test_the_call_that_claims_the_next_turn_reads_all_it_needs_with_its_locks(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    operation = _held(demo, [r.response(LOOKUP), r.final()])
+    _sent(monkeypatch)
+    sql = _as_a_worker(operation)
+    begins = [number for number, statement in enumerate(sql) if statement == "BEGIN"]
+    commit = sql.index("COMMIT", begins[2])
+    # Three statements: the operation locked, with its conversation, its replay script and
+    # the result digests of its earlier calls (for the progress count); the call set locked;
+    # one write. (Then the console's search keys of the order looked up.)
+    lock_operation, lock_set, write, keys = sql[begins[2] + 1 : commit]
+    assert keys.startswith('INSERT INTO "console_searchkey"')
+    assert lock_operation.startswith("SELECT") and "FOR UPDATE" in lock_operation
+    assert '"conversation"' in lock_operation and '"toolcalls_replayscript"' in lock_operation
+    assert '"result_sha256"' in lock_operation
+    assert lock_set.startswith('SELECT "toolcalls_toolcall"') and "FOR UPDATE" in lock_set
+    assert write.startswith("WITH") and "'MODEL_REQUESTED'" in write
+
+
 def test_a_call_with_an_idempotency_key_reserves_it_in_the_turn_that_claims_it(
     demo: Any,
 ) -> None:

@@ -53,6 +53,9 @@ class Claim:
     call_id: str
     attempt: int
     trace_context: Mapping[str, str]
+    #: The only call of its set: its record makes the results ready, and likely claims the
+    #: next model turn (``unit.call_step(model_input=...)``).
+    alone: bool
 
 
 @dataclass
@@ -152,7 +155,10 @@ def _start(
         call_set_settle(step, turn_id=call.turn_id, actor=WORKER)
     context = tool_context(step.operation, call)
     trace = step.operation.trace_context
-    return Claim(call.pk, token, spec, context, arguments, call.public_id, call.attempt, trace)
+    alone = len(step.call_set(call.turn_id)) == 1
+    return Claim(
+        call.pk, token, spec, context, arguments, call.public_id, call.attempt, trace, alone
+    )
 
 
 @telemetry.tool_run
@@ -179,7 +185,7 @@ def _run(claim: Claim) -> HandlerOutcome:
 
 
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:
-    with call_step(claim.call_pk) as step:
+    with call_step(claim.call_pk, model_input=claim.alone) as step:
         call = step.call
         if call.state != CallState.EXECUTING or not lease_held(call, claim.lease_token):
             step.audit(

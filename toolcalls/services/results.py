@@ -200,26 +200,12 @@ def call_set_settle(step: Step, *, turn_id: int, actor: Actor, resume: bool = Fa
     if target == operation.state:
         return
     if target == OperationState.RESULTS_READY:
-        earlier = _EARLIER_RESULTS.run(operation_pk=operation.pk, turn_id=turn_id)
-        progress = progress_made(calls, set(earlier))
+        progress = progress_made(calls, step.earlier_results(turn_id))
         operation.no_progress_turns = 0 if progress else operation.no_progress_turns + 1
         step.change(operation, "no_progress_turns")
     operation_transition(step, to_state=target, actor=actor)
     if target == OperationState.RESULTS_READY:
         enqueue_turn(step, operation_pk=operation.pk)
-
-
-#: The result digests of an operation's successful calls outside the set of turn ``turn_id``.
-_EARLIER_RESULTS: Compiled[str] = Compiled(
-    lambda operation_pk, turn_id: (
-        ToolCall.objects.filter(operation_id=operation_pk, state=CallState.SUCCEEDED)
-        .exclude(turn_id=turn_id)
-        .order_by()
-        .values_list("result_sha256", flat=True)
-    ),
-    operation_pk=int,
-    turn_id=int,
-)
 
 
 def call_set_advance(step: Step, *, turn_id: int, actor: Actor, resume: bool = False) -> None:

@@ -37,12 +37,12 @@ from toolcalls.services.results import BindingMismatch, call_set_results
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import MissingCredentials, transport_for
 from toolcalls.services.unit import (
-    MODEL_INPUT,
     Step,
     lease_clear,
     lease_free,
     lease_held,
     lease_take,
+    model_input_load,
     operation_step,
 )
 from toolcalls.states import AuditKind, OperationState
@@ -84,9 +84,7 @@ def turn_claim_woken(step: Step, operation_pk: int) -> Claimed | None:
     operation = step.operation
     if operation.pk != operation_pk or not _claimable_now(operation):
         return None
-    model_input = [name for name in MODEL_INPUT if name in operation.get_deferred_fields()]
-    if model_input:
-        operation.refresh_from_db(fields=model_input)  # a call step does not read them
+    model_input_load(operation)  # a call step does not read it
     claim = _claim_in(step)
     return Claimed(partial(turn_continue, claim) if claim is not None else None)
 

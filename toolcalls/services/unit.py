@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from django.conf import settings
-from django.db import models, transaction
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import connections, models, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -31,6 +32,7 @@ from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
 from toolcalls.services.compiled import Compiled
 from toolcalls.services.writes import Change, row_insert_reading
+from toolcalls.states import CallState
 
 Leased = Operation | ToolCall
 
@@ -50,6 +52,7 @@ class Step:
         self._events: list[AuditEvent] = []
         self._wakeups: list[Callable[[], None]] = []
         self._history: list[PastCall] | None = None
+        self._earlier: dict[int, set[str]] = {}
         self._reserved: list[int] = []
         self._inserts: list[models.Model] = []
 
@@ -85,6 +88,15 @@ class Step:
             rows = _CALL_SET.run(turn_id=turn_id)
             self._sets[turn_id] = [self._held.get(row.pk, row) for row in rows]
         return self._sets[turn_id]
+
+    def earlier_results(self, turn_id: int) -> set[str]:
+        """The result digests of the operation's successful calls outside the set of turn
+        ``turn_id`` (read once per step; a call step on PostgreSQL reads those of its own set
+        with the operation)."""
+        if turn_id not in self._earlier:
+            rows = _EARLIER_RESULTS.run(operation_pk=self.operation.pk, turn_id=turn_id)
+            self._earlier[turn_id] = set(rows)
+        return self._earlier[turn_id]
 
     def history(self) -> list[PastCall]:
         """The operation's calls stored before this step read them (read once per step)."""
@@ -165,6 +177,17 @@ class Step:
 #: The calls of one set (``turn_id``).
 _CALL_SET: Compiled[ToolCall] = Compiled(
     lambda turn_id: ToolCall.objects.filter(turn_id=turn_id), turn_id=int
+)
+#: The result digests of an operation's successful calls outside the set of turn ``turn_id``.
+_EARLIER_RESULTS: Compiled[str] = Compiled(
+    lambda operation_pk, turn_id: (
+        ToolCall.objects.filter(operation_id=operation_pk, state=CallState.SUCCEEDED)
+        .exclude(turn_id=turn_id)
+        .order_by()
+        .values_list("result_sha256", flat=True)
+    ),
+    operation_pk=int,
+    turn_id=int,
 )
 #: The fields of :class:`PastCall` of each of an operation's calls (``operation_pk``).
 _HISTORY: Compiled[tuple[Any, ...]] = Compiled(
@@ -262,7 +285,7 @@ _MEMBER = Exists(
 
 
 @contextmanager
-def call_step(call_pk: int) -> Iterator[Step]:
+def call_step(call_pk: int, *, model_input: bool = False) -> Iterator[Step]:
     """A durable transaction holding call ``call_pk`` and its operation locked (operation first,
     as every step locks), with the operation's tenant and the call's turn loaded, and the other
     calls of its set (locked, read in the same statement: :meth:`Step.call_set`); saved once at
@@ -270,33 +293,84 @@ def call_step(call_pk: int) -> Iterator[Step]:
 
     Only the operation and the set are locked: the tenant and the turn are read, never written,
     and locking the tenant would serialise every operation of the tenant. The turn's request and
-    reply, and the operation's conversation and opening input, are not read.
+    reply are not read, nor the operation's conversation and opening input unless
+    ``model_input`` (with its replay script): a step that will likely claim the next model turn
+    (:func:`model_input_load`) asks for them. On PostgreSQL the operation comes with the result
+    digests outside the call's set (:meth:`Step.earlier_results`).
     """
     with transaction.atomic(durable=True):
-        operations = _CALL_OPERATION.run(call_pk=call_pk)
+        postgresql = connections[Operation.objects.db].vendor == "postgresql"
+        operations = _call_operation(postgresql, model_input).run(call_pk=call_pk)
         calls = _CALL_SET_LOCKED.run(call_pk=call_pk) if operations else []
         call = next((row for row in calls if row.pk == call_pk), None)
         if call is None:
             raise ToolCall.DoesNotExist(f"no call {call_pk}")
         step = Step(operations[0], [call])
         step.hold(call.turn_id, calls)
+        if postgresql:
+            earlier = operations[0].earlier_results  # type: ignore[attr-defined]
+            step._earlier[call.turn_id] = set(earlier)
         yield step
         step.flush()
 
 
-#: What no call step reads of its operation (defer them wherever a call's operation is read):
-#: the conversation, which grows with every turn, and the operation's opening input.
+#: What a call step reads of its operation only when asked (``model_input``): the
+#: conversation, which grows with every turn, and the operation's opening input.
 MODEL_INPUT = ("conversation", "messages", "input_text", "instructions")
-#: The operation of call ``call_pk``, locked, with its tenant (not :data:`MODEL_INPUT`).
-_CALL_OPERATION: Compiled[Operation] = Compiled(
-    lambda call_pk: (
-        Operation.objects.select_for_update(of=("self",))
-        .select_related("tenant")
-        .defer(*MODEL_INPUT)
-        .filter(pk=Subquery(ToolCall.objects.filter(pk=call_pk).values("operation_id")))
+#: An operation's :data:`MODEL_INPUT` and its replay script (``operation_pk``).
+_MODEL_INPUT_ROW: Compiled[Operation] = Compiled(
+    lambda operation_pk: (
+        Operation.objects.select_related("replay_script")
+        .only("replay_script", *MODEL_INPUT)
+        .filter(pk=operation_pk)
     ),
-    call_pk=int,
+    operation_pk=int,
 )
+
+
+def model_input_load(operation: Operation) -> None:
+    """Load into ``operation``, as a call step read it (without :data:`MODEL_INPUT`), its model
+    input and its replay script, in one statement: what a model turn claimed in that step
+    needs. An operation read whole is left as it is."""
+    if not set(MODEL_INPUT) & operation.get_deferred_fields():
+        return
+    row = _MODEL_INPUT_ROW.run(operation_pk=operation.pk)[0]
+    for name in MODEL_INPUT:
+        setattr(operation, name, getattr(row, name))
+    operation.replay_script = row.replay_script
+
+
+@functools.cache
+def _call_operation(postgresql: bool, model_input: bool) -> Compiled[Operation]:
+    """The operation of call ``call_pk``, locked, with its tenant; its :data:`MODEL_INPUT` and
+    replay script only with ``model_input``; on PostgreSQL, annotated with ``earlier_results``
+    (an array only PostgreSQL returns)."""
+
+    def build(call_pk: int) -> QuerySet[Operation]:
+        rows = Operation.objects.select_for_update(of=("self",)).filter(
+            pk=Subquery(ToolCall.objects.filter(pk=call_pk).values("operation_id"))
+        )
+        if model_input:
+            rows = rows.select_related("tenant", "replay_script")
+        else:
+            rows = rows.select_related("tenant").defer(*MODEL_INPUT)
+        if postgresql:
+            rows = rows.annotate(earlier_results=_earlier_results(call_pk))
+        return rows
+
+    return Compiled(build, call_pk=int)
+
+
+def _earlier_results(call_pk: int) -> ArraySubquery:
+    """The result digests of the operation's successful calls outside the set of ``call_pk``."""
+    return ArraySubquery(
+        ToolCall.objects.filter(operation_id=OuterRef("pk"), state=CallState.SUCCEEDED)
+        .exclude(turn_id=Subquery(ToolCall.objects.filter(pk=call_pk).values("turn_id")))
+        .order_by()
+        .values("result_sha256")
+    )
+
+
 #: The set of call ``call_pk``, locked, with their turn (not the turn's bodies): the other
 #: calls of the set are read with it, for settling the set, in the same statement. Locking them
 #: waits for nobody: every step locks the operation first.
