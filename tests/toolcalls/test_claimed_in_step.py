@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from tests import replies as r
 from tests.engine import start
 from toolcalls import tasks
+from toolcalls.console.models import SearchKey
 from toolcalls.models import AuditEvent, IdempotencyRecord, Operation
 from toolcalls.services import turns
 from toolcalls.services.enqueue import continuing
@@ -110,14 +111,16 @@ def test_the_call_that_claims_the_next_turn_reads_all_it_needs_with_its_locks(
     commit = sql.index("COMMIT", begins[2])
     # Three statements: the operation locked, with its conversation, its replay script and
     # the result digests of its earlier calls (for the progress count); the call set locked;
-    # one write. (Then the console's search keys of the order looked up.)
-    lock_operation, lock_set, write, keys = sql[begins[2] + 1 : commit]
-    assert keys.startswith('INSERT INTO "console_searchkey"')
+    # one write, the console's search keys of the order looked up with it.
+    lock_operation, lock_set, write = sql[begins[2] + 1 : commit]
     assert lock_operation.startswith("SELECT") and "FOR UPDATE" in lock_operation
     assert '"conversation"' in lock_operation and '"toolcalls_replayscript"' in lock_operation
     assert '"result_sha256"' in lock_operation
     assert lock_set.startswith('SELECT "toolcalls_toolcall"') and "FOR UPDATE" in lock_set
     assert write.startswith("WITH") and "'MODEL_REQUESTED'" in write
+    assert 'INSERT INTO "console_searchkey"' in write and "ON CONFLICT DO NOTHING" in write
+    keys = SearchKey.objects.filter(operation=operation).values_list("field", "value")
+    assert set(keys) == {("customer", "cus_1001"), ("order_id", "ord-1001")}
 
 
 def test_a_call_with_an_idempotency_key_reserves_it_in_the_turn_that_claims_it(

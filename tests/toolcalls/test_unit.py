@@ -15,7 +15,9 @@ from django.utils import timezone
 
 from tests.factories import ModelTurnFactory, OperationFactory, ToolCallFactory
 from toolcalls.actors import Actor
+from toolcalls.console.models import SearchKey
 from toolcalls.models import ModelTurn, Operation, ToolCall
+from toolcalls.services.audit import audit_event
 from toolcalls.services.audit_verify import audit_chain_verify
 from toolcalls.services.unit import (
     Step,
@@ -27,6 +29,7 @@ from toolcalls.services.unit import (
     lease_take,
     operation_step,
 )
+from toolcalls.services.writes import rows_write
 from toolcalls.states import AuditKind
 
 pytestmark = pytest.mark.django_db
@@ -108,6 +111,29 @@ def test_events_and_rows_changed_alone_go_in_one_statement() -> None:
     call.refresh_from_db()
     assert call.error_code == "NO_PROGRESS" and call.updated_at > call.created_at
     assert audit_chain_verify(operation_public_id=call.operation.public_id) == []
+
+
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+def test_rows_added_with_the_events_leave_out_those_that_repeat_a_unique_row(
+    vendor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    operation = OperationFactory.create()
+    tenant = operation.tenant
+    SearchKey.objects.create(tenant=tenant, operation=operation, field="order_id", value="ord-1")
+    keys = [
+        SearchKey(tenant=tenant, operation=operation, field="order_id", value=value)
+        for value in ("ord-1", "ord-2", "ord-2")
+    ]
+    if vendor != "postgresql":  # the statement by statement path the embedded SQLite takes
+        monkeypatch.setattr(connection, "vendor", vendor)
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        event = audit_event(operation, kind=AuditKind.RECOVERY_REQUEUED, actor=TEST)
+        rows_write([event], [(operation, ["audit_seq", "audit_head"])], additions=keys)
+    statements = [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == (1 if vendor == "postgresql" else 3)
+    stored = SearchKey.objects.filter(operation=operation).values_list("value", flat=True)
+    assert sorted(stored) == ["ord-1", "ord-2"]
+    assert operation.events.get().pk == event.pk
 
 
 def test_a_changed_row_that_is_gone_fails_the_step() -> None:

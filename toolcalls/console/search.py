@@ -1,7 +1,7 @@
 """Find operations for support staff (the console's search box): by any Callgate ID or its
 prefix, any provider ID or idempotency key, the subject (customer), or a business identifier a
-tool declares searchable. The search keys of the last two are recorded here, from the engine's
-audit hook."""
+tool declares searchable. The search keys of the last two are made here, for the engine to
+insert with the audit events that carry them (its audit row hook)."""
 
 from __future__ import annotations
 
@@ -30,28 +30,30 @@ SEARCH_PAGE_SIZE = 20
 _KEYED_STATES = frozenset({CallState.WAITING_APPROVAL, CallState.EXECUTING, CallState.SUCCEEDED})
 
 
-def search_keys_heard(event: AuditEvent) -> None:
-    """The engine's audit hook: record an operation's subject when it is created, and the
-    declared business identifiers of a call's arguments and result as the call moves on."""
+def search_keys_of(event: AuditEvent) -> list[SearchKey]:
+    """The engine's audit row source (``toolcalls.hooks``): an operation's subject when it is
+    created, and the declared business identifiers of a call's arguments and result as the
+    call moves on, as search keys to insert with the event."""
     operation = event.operation
     if event.kind == AuditKind.OPERATION_CREATED:
-        _record(operation, {"customer": operation.subject_ref})
-    elif event.kind == AuditKind.CALL_TRANSITION and event.to_state in _KEYED_STATES:
-        call = event.call
-        spec = catalogue.tool_spec(operation, call.tool_name) if call else None
-        if call is None or spec is None or not spec.search_fields:
-            return
-        result = call.model_result or {}
-        data = result.get("data") if result.get("status") == "ok" else None
-        found: dict[str, Any] = {}
-        for source in (call.arguments, data):
-            if isinstance(source, Mapping):
-                found |= {name: source[name] for name in spec.search_fields if name in source}
-        _record(operation, found)
+        return _keys(operation, {"customer": operation.subject_ref})
+    if event.kind != AuditKind.CALL_TRANSITION or event.to_state not in _KEYED_STATES:
+        return []
+    call = event.call
+    spec = catalogue.tool_spec(operation, call.tool_name) if call else None
+    if call is None or spec is None or not spec.search_fields:
+        return []
+    result = call.model_result or {}
+    data = result.get("data") if result.get("status") == "ok" else None
+    found: dict[str, Any] = {}
+    for source in (call.arguments, data):
+        if isinstance(source, Mapping):
+            found |= {name: source[name] for name in spec.search_fields if name in source}
+    return _keys(operation, found)
 
 
-def _record(operation: Operation, values: Mapping[str, Any]) -> None:
-    keys = [
+def _keys(operation: Operation, values: Mapping[str, Any]) -> list[SearchKey]:
+    return [
         SearchKey(
             tenant_id=operation.tenant_id,
             operation=operation,
@@ -61,7 +63,6 @@ def _record(operation: Operation, values: Mapping[str, Any]) -> None:
         for field, value in values.items()
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value)
     ]
-    SearchKey.objects.bulk_create(keys, ignore_conflicts=True)
 
 
 @dataclass(frozen=True)

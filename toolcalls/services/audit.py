@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from toolcalls.actors import Actor
 from toolcalls.binding import digest
-from toolcalls.hooks import audit_recorded
+from toolcalls.hooks import audit_recorded, audit_rows
 from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.services.writes import Change, rows_write
 from toolcalls.states import AuditKind
@@ -107,11 +107,11 @@ def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEve
 def audit_insert(
     events: list[AuditEvent], changes: Sequence[Change] = (), inserts: Sequence[Model] = ()
 ) -> None:
-    """Insert ``inserts`` (new rows, ids given) and ``events`` and save ``changes`` (rows and
-    the fields to save: the chain head of the operation among them) in one statement
-    (:func:`rows_write`), then tell the audit listeners of each event (``toolcalls.hooks``),
-    inside the transaction that records them."""
-    rows_write(events, changes, inserts)
+    """Insert ``inserts`` (new rows, ids given), ``events`` and the rows the audit row sources
+    give for them, and save ``changes`` (rows and the fields to save: the chain head of the
+    operation among them) in one statement (:func:`rows_write`), then tell the audit listeners
+    of each event (``toolcalls.hooks``), inside the transaction that records them."""
+    rows_write(events, changes, inserts, additions=audit_rows(events))
     for event in events:
         audit_recorded(event)
 

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import DatabaseError, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import sql
+from django.db.models.constants import OnConflict
 
 from toolcalls.models import AuditEvent
 from toolcalls.services.compiled import Compiled, update_sql
@@ -26,20 +27,27 @@ Change = tuple[models.Model, Sequence[str]]
 
 
 def rows_write(
-    events: list[AuditEvent], changes: Sequence[Change], inserts: Sequence[models.Model] = ()
+    events: list[AuditEvent],
+    changes: Sequence[Change],
+    inserts: Sequence[models.Model] = (),
+    *,
+    additions: Sequence[models.Model] = (),
 ) -> None:
     """Insert ``inserts`` (new rows of one model, their ids already given:
-    :func:`row_insert_reading` reserves them) and ``events`` (their ids set afterwards), and
-    save each of ``changes``, in one statement on PostgreSQL (its foreign keys are checked at
-    its end, so an event may name a row inserted with it). Raises ``DatabaseError`` when a
-    changed row matched no row (as ``save(update_fields=...)`` does)."""
-    if not events and not changes and not inserts:
+    :func:`row_insert_reading` reserves them), ``events`` (their ids set afterwards) and
+    ``additions`` (new rows, no ids wanted back; one that would repeat a unique row is left
+    out), and save each of ``changes``, in one statement on PostgreSQL (its foreign keys are
+    checked at its end, so an event may name a row inserted with it). Raises ``DatabaseError``
+    when a changed row matched no row (as ``save(update_fields=...)`` does)."""
+    added = _by_model(additions)
+    parts = len(changes) + bool(events) + bool(inserts) + len(added)
+    if not parts:
         return
     connection = connections[AuditEvent.objects.db]
-    if connection.vendor != "postgresql" or len(changes) + bool(events) + bool(inserts) == 1:
-        _separately(events, changes, inserts)
+    if connection.vendor != "postgresql" or parts == 1:
+        _separately(events, changes, inserts, added)
         return
-    statement, params = _statement(connection, events, changes, inserts)
+    statement, params = _statement(connection, events, changes, inserts, added)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         found = cursor.fetchone()
@@ -57,6 +65,7 @@ def _statement(
     events: list[AuditEvent],
     changes: Sequence[Change],
     inserts: Sequence[models.Model],
+    added: list[list[models.Model]],
 ) -> tuple[str, list[Any]]:
     """:func:`rows_write`'s statement: its ``SELECT`` gives how many rows each ``UPDATE``
     matched, then the events' ids in ``seq`` order."""
@@ -73,6 +82,10 @@ def _statement(
         insert, insert_params = _insert(list(inserts), with_pk=True)
         parts.append(f"n AS ({insert} RETURNING 1)")
         params.extend(insert_params)
+    for number, rows in enumerate(added):
+        insert, insert_params = _insert(rows, ignore_conflicts=True)
+        parts.append(f"a{number} AS ({insert})")
+        params.extend(insert_params)
     if events:
         insert, insert_params = _insert(list(events))
         parts.append(f"e AS ({insert} RETURNING {quote('id')}, {quote('seq')})")
@@ -82,10 +95,15 @@ def _statement(
 
 
 def _separately(
-    events: list[AuditEvent], changes: Sequence[Change], inserts: Sequence[models.Model]
+    events: list[AuditEvent],
+    changes: Sequence[Change],
+    inserts: Sequence[models.Model],
+    added: list[list[models.Model]],
 ) -> None:
     if inserts:
         type(inserts[0])._default_manager.bulk_create(inserts)
+    for rows in added:
+        type(rows[0])._default_manager.bulk_create(rows, ignore_conflicts=True)
     if events:
         AuditEvent.objects.bulk_create(events)
     for row, names in changes:
@@ -138,15 +156,26 @@ def row_insert_reading(
 _RESERVE = "(SELECT array_agg(nextval(pg_get_serial_sequence(%s, %s))) FROM generate_series(1, %s))"
 
 
-def _insert(rows: list[models.Model], *, with_pk: bool = False) -> tuple[str, Sequence[Any]]:
+def _by_model(rows: Sequence[models.Model]) -> list[list[models.Model]]:
+    """``rows`` grouped by model, in the order each model first appears."""
+    groups: dict[type[models.Model], list[models.Model]] = {}
+    for row in rows:
+        groups.setdefault(type(row), []).append(row)
+    return list(groups.values())
+
+
+def _insert(
+    rows: list[models.Model], *, with_pk: bool = False, ignore_conflicts: bool = False
+) -> tuple[str, Sequence[Any]]:
     """``bulk_create(rows)``'s ``INSERT`` (every concrete field but the id, unless ``with_pk``;
-    ``pre_save`` applied, so ``auto_now_add`` fields take the time now), compiled."""
+    ``pre_save`` applied, so ``auto_now_add`` fields take the time now; with
+    ``ignore_conflicts``, ``ON CONFLICT DO NOTHING``), compiled."""
     model = type(rows[0])
     opts = model._meta
     fields = [
         f for f in opts.local_concrete_fields if (with_pk or f is not opts.pk) and not f.generated
     ]
-    query = sql.InsertQuery(model)
+    query = sql.InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
     query.insert_values(fields, rows)
     [(insert, params)] = query.get_compiler(model._default_manager.db).as_sql()
     return insert, params
