@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide, approvals_expire_due
@@ -185,3 +186,21 @@ def test_two_operators_deciding_at_once_one_wins(parked, second_approves) -> Non
         ApprovalState.DENIED,
     )
     assert LedgerEntry.objects.count() == (1 if approval.state == ApprovalState.APPROVED else 0)
+
+
+def test_the_resume_reads_the_requester_with_the_locked_operation(parked) -> None:
+    requester = parked.requested_by_id
+    with CaptureQueriesContext(connection) as captured:
+        _decide(parked, operator())
+    parked.refresh_from_db()
+    assert parked.state == OperationState.COMPLETED
+    sql = [query["sql"] for query in captured.captured_queries]
+    # The resumed call's claim locks the operation by the call's id, with the requester and
+    # whether they belong to the tenant.
+    locks = [s for s in sql if s.startswith('SELECT "toolcalls_operation"') and "FOR UPDATE" in s]
+    [claim_lock] = [s for s in locks if '"auth_user"' in s and '"toolcalls_toolcall"' in s]
+    assert '"toolcalls_tenant_members"' in claim_lock
+    # Nothing asks for the requester or their membership on its own.
+    assert not [s for s in sql if s.startswith('SELECT "auth_user"') and f"= {requester}" in s]
+    members = [s for s in sql if s.startswith('SELECT 1 AS "a" FROM "toolcalls_tenant_members"')]
+    assert not [s for s in members if f'"user_id" = {requester}' in s]

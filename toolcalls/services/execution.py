@@ -71,9 +71,10 @@ class HandlerOutcome:
 def call_execute(*, call_pk: int, precheck: Precheck | None = None) -> None:
     """Run call ``call_pk`` if it is still runnable; a no-op for a call already claimed or done.
 
-    ``precheck`` adds checks under the claim's locks (resume uses it to revalidate an approval).
+    ``precheck`` adds checks under the claim's locks (resume uses it to revalidate an approval:
+    the step then reads the requester with the operation, for the validation chain).
     """
-    with call_step(call_pk) as step:
+    with call_step(call_pk, requester=precheck is not None) as step:
         claim = call_claim(step, step.call, precheck=precheck)
     if claim is not None:
         call_run(claim)

@@ -285,7 +285,9 @@ _MEMBER = Exists(
 
 
 @contextmanager
-def call_step(call_pk: int, *, model_input: bool = False) -> Iterator[Step]:
+def call_step(
+    call_pk: int, *, model_input: bool = False, requester: bool = False
+) -> Iterator[Step]:
     """A durable transaction holding call ``call_pk`` and its operation locked (operation first,
     as every step locks), with the operation's tenant and the call's turn loaded, and the other
     calls of its set (locked, read in the same statement: :meth:`Step.call_set`); saved once at
@@ -296,11 +298,13 @@ def call_step(call_pk: int, *, model_input: bool = False) -> Iterator[Step]:
     reply are not read, nor the operation's conversation and opening input unless
     ``model_input`` (with its replay script): a step that will likely claim the next model turn
     (:func:`model_input_load`) asks for them. On PostgreSQL the operation comes with the result
-    digests outside the call's set (:meth:`Step.earlier_results`).
+    digests outside the call's set (:meth:`Step.earlier_results`). With ``requester``, as for
+    :func:`operation_step`: the requester and ``requester_member``, for authorizing the call.
     """
     with transaction.atomic(durable=True):
         postgresql = connections[Operation.objects.db].vendor == "postgresql"
-        operations = _call_operation(postgresql, model_input).run(call_pk=call_pk)
+        shape = _call_operation(postgresql, model_input, requester)
+        operations = shape.run(call_pk=call_pk)
         calls = _CALL_SET_LOCKED.run(call_pk=call_pk) if operations else []
         call = next((row for row in calls if row.pk == call_pk), None)
         if call is None:
@@ -341,10 +345,11 @@ def model_input_load(operation: Operation) -> None:
 
 
 @functools.cache
-def _call_operation(postgresql: bool, model_input: bool) -> Compiled[Operation]:
+def _call_operation(postgresql: bool, model_input: bool, requester: bool) -> Compiled[Operation]:
     """The operation of call ``call_pk``, locked, with its tenant; its :data:`MODEL_INPUT` and
-    replay script only with ``model_input``; on PostgreSQL, annotated with ``earlier_results``
-    (an array only PostgreSQL returns)."""
+    replay script only with ``model_input``; its requester and ``requester_member`` only with
+    ``requester``; on PostgreSQL, annotated with ``earlier_results`` (an array only PostgreSQL
+    returns)."""
 
     def build(call_pk: int) -> QuerySet[Operation]:
         rows = Operation.objects.select_for_update(of=("self",)).filter(
@@ -354,6 +359,8 @@ def _call_operation(postgresql: bool, model_input: bool) -> Compiled[Operation]:
             rows = rows.select_related("tenant", "replay_script")
         else:
             rows = rows.select_related("tenant").defer(*MODEL_INPUT)
+        if requester:
+            rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
         if postgresql:
             rows = rows.annotate(earlier_results=_earlier_results(call_pk))
         return rows
