@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import rfc8785
@@ -68,7 +68,9 @@ class Binding:
     result_sha256: str
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Every field by name (``tool_revisions`` as a plain dict): the fields are strings, so
+        a shallow copy is the whole of it (``dataclasses.asdict`` deep-copies each one)."""
+        data = {field.name: getattr(self, field.name) for field in fields(self)}
         data["tool_revisions"] = dict(self.tool_revisions)
         return data
 

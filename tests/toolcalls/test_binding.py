@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict, fields
 from typing import Any
 
 import pytest
 
-from toolcalls.binding import CanonicalizationError, canonical_json, digest, request_digest
+from toolcalls.binding import (
+    Binding,
+    CanonicalizationError,
+    canonical_json,
+    digest,
+    request_digest,
+)
 
 
 def test_canonical_form_ignores_key_order_and_whitespace() -> None:
@@ -32,3 +39,11 @@ def test_request_digest_binds_call_and_response_ids() -> None:
     assert request_digest(**base) != request_digest(**dict(base, call_id="c2"))
     assert request_digest(**base) != request_digest(**dict(base, response_id="r2"))
     assert request_digest(**base) != request_digest(**dict(base, arguments={"a": 2}))
+
+
+def test_a_binding_s_digest_covers_every_field_as_it_always_has() -> None:
+    values = {field.name: f"{field.name}-value" for field in fields(Binding)}
+    binding = Binding(**{**values, "tool_revisions": {"input": "i1", "schema_version": "v1"}})
+    assert binding.as_dict() == asdict(binding)
+    expected = hashlib.sha256(canonical_json(asdict(binding))).hexdigest()
+    assert binding.sha256() == expected
