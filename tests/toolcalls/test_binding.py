@@ -42,8 +42,9 @@ def test_request_digest_binds_call_and_response_ids() -> None:
 
 
 def test_a_binding_s_digest_covers_every_field_as_it_always_has() -> None:
-    values = {field.name: f"{field.name}-value" for field in fields(Binding)}
-    binding = Binding(**{**values, "tool_revisions": {"input": "i1", "schema_version": "v1"}})
+    values: dict[str, Any] = {field.name: f"{field.name}-value" for field in fields(Binding)}
+    values["tool_revisions"] = {"input": "i1", "schema_version": "v1"}
+    binding = Binding(**values)
     assert binding.as_dict() == asdict(binding)
     expected = hashlib.sha256(canonical_json(asdict(binding))).hexdigest()
     assert binding.sha256() == expected
