@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.engine import call_set
 from tests.factories import ModelTurnFactory, ToolCallFactory
@@ -14,6 +16,7 @@ from toolcalls.binding import digest
 from toolcalls.envelopes import ok
 from toolcalls.models import IdempotencyRecord, ToolCall
 from toolcalls.registry import ToolSpec
+from toolcalls.services import idempotency
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.unit import call_step
 from toolcalls.states import CallState
@@ -73,6 +76,31 @@ def test_a_new_key_is_reserved_and_the_call_may_run() -> None:
     record = IdempotencyRecord.objects.get()
     assert (record.call_id, record.state) == (call.pk, IdempotencyRecord.State.IN_FLIGHT)
     assert _reserve(call) is True  # its own retry holds it already
+
+
+def test_a_new_key_is_reserved_in_one_statement() -> None:
+    call = _call()
+    with call_step(call.pk) as step, CaptureQueriesContext(connection) as captured:
+        assert key_reserve(step, step.call, spec=_spec(), arguments=ARGUMENTS) is True
+    [statement] = [query["sql"] for query in captured.captured_queries]
+    assert statement.startswith("INSERT") and "RETURNING" in statement
+
+
+def test_a_key_released_between_the_reservation_and_the_read_is_reserved_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    attempts: list[bool] = []
+
+    def insert_new(row: IdempotencyRecord) -> bool:
+        attempts.append(bool(attempts) and writes_insert_new(row))
+        return attempts[-1]  # the first finds the key held, by a holder gone at the read
+
+    writes_insert_new = idempotency.row_insert_new
+    monkeypatch.setattr(idempotency, "row_insert_new", insert_new)
+    call = _call()
+    assert _reserve(call) is True
+    assert attempts == [False, True]
+    assert IdempotencyRecord.objects.get().call_id == call.pk
 
 
 def test_the_same_intent_done_before_is_answered_from_the_record() -> None:

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 
 from toolcalls.actors import WORKER
 from toolcalls.binding import digest
@@ -24,6 +23,7 @@ from toolcalls.registry import ToolSpec
 from toolcalls.services.enqueue import enqueue_execute
 from toolcalls.services.results import call_finish
 from toolcalls.services.unit import Step
+from toolcalls.services.writes import row_insert_new
 from toolcalls.states import AuditKind, CallState
 
 #: Seconds before a call whose key is held by a running call is looked at again.
@@ -64,18 +64,16 @@ def key_reserve(
 def _record_for(
     operation: Operation, call: ToolCall, spec: ToolSpec, intent: str
 ) -> IdempotencyRecord | None:
-    """The key's record, locked; ``None`` when this call just reserved the key."""
+    """The key's record, locked; ``None`` when this call just reserved the key (one statement:
+    the reservation, which leaves a key already held as it is)."""
     lookup = {"tenant": operation.tenant, "tool_name": spec.name, "key": call.idempotency_key}
     records = IdempotencyRecord.objects.select_for_update(of=("self",)).select_related("call")
-    record = records.filter(**lookup).first()
-    if record is not None:
-        return record
-    try:
-        with transaction.atomic():
-            IdempotencyRecord.objects.create(**lookup, request_sha256=intent, call=call)
-        return None
-    except IntegrityError:  # another call reserved the key a moment ago
-        return records.get(**lookup)
+    while not row_insert_new(IdempotencyRecord(**lookup, request_sha256=intent, call=call)):
+        record = records.filter(**lookup).first()
+        if record is not None:
+            return record
+        # Its holder released the key between the two statements: reserve it again.
+    return None
 
 
 def _wait(step: Step, call: ToolCall) -> None:

@@ -1,5 +1,5 @@
 """A step's writes in one statement on PostgreSQL: its audit events and each row it changed;
-a new row and a read that goes with it.
+a new row and a read that goes with it; a new row unless it repeats a unique one.
 
 Each ``UPDATE`` and the events' ``INSERT`` are compiled by Django as they would be on their own
 (the same SQL and parameters as ``save(update_fields=...)`` and ``bulk_create``) and become the
@@ -150,6 +150,24 @@ def row_insert_reading(
     _inserted([row], [found[0][0]], db)
     read = [tuple(values[2:]) for values in found if values[2] is not None]
     return read, list(found[0][1] or [])
+
+
+def row_insert_new(row: models.Model) -> bool:
+    """Insert ``row`` (new; its id set afterwards) unless it would repeat a unique row, in one
+    statement (``ON CONFLICT DO NOTHING … RETURNING``): ``True`` when it was inserted. A row
+    it would repeat is left as it is; on PostgreSQL, one another transaction is inserting is
+    waited for (the insert goes ahead if that transaction rolls back)."""
+    db = type(row)._default_manager.db
+    connection = connections[db]
+    insert, params = _insert([row], ignore_conflicts=True)
+    pk = connection.ops.quote_name(type(row)._meta.pk.column)  # type: ignore[union-attr, arg-type]
+    with connection.cursor() as cursor:
+        cursor.execute(f"{insert} RETURNING {pk}", params)
+        found = cursor.fetchone()
+    if found is None:
+        return False
+    _inserted([row], [found[0]], db)
+    return True
 
 
 #: ``count`` ids from the sequence of a table's id column (table, column, count).
