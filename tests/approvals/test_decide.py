@@ -204,3 +204,7 @@ def test_the_resume_reads_the_requester_with_the_locked_operation(parked) -> Non
     assert not [s for s in sql if s.startswith('SELECT "auth_user"') and f"= {requester}" in s]
     members = [s for s in sql if s.startswith('SELECT 1 AS "a" FROM "toolcalls_tenant_members"')]
     assert not [s for s in members if f'"user_id" = {requester}' in s]
+    # Their permissions come with it too: authorizing the call asks for none on its own.
+    assert '"auth_permission"' in claim_lock
+    asked = [s for s in sql if '"auth_permission"' in s and s not in locks]
+    assert not [s for s in asked if f'"user_id" = {requester})' in s]

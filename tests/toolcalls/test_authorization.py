@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import override_settings
 
 from approvals.services import approval_decide
@@ -106,3 +106,18 @@ def test_the_demo_requester_may_draft_and_submit(demo) -> None:
     )
     assert {call.state for call in operation.calls.all()} == {CallState.SUCCEEDED}
     assert LedgerEntry.objects.count() == 1
+
+
+@pytest.mark.parametrize("held", ["directly", "as_superuser"])
+def test_a_risk_permission_held_directly_or_as_a_superuser_authorizes_the_call(
+    demo, held: str
+) -> None:
+    _without_risk_permission()
+    requester = _requester()
+    if held == "directly":
+        requester.user_permissions.add(Permission.objects.get(codename="use_write_tools"))
+    else:
+        get_user_model().objects.filter(pk=requester.pk).update(is_superuser=True)
+    operation = start(demo, [r.response(r.call("d1", "create_refund_draft", DRAFT)), r.final()])
+    assert operation.calls.get().state == CallState.SUCCEEDED
+    assert RefundDraft.objects.count() == 1

@@ -24,13 +24,14 @@ from typing import Any, Unpack
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connections, models, transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from toolcalls.guards import PastCall
-from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
+from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
 from toolcalls.services.compiled import Compiled
+from toolcalls.services.requester import requester_read, requester_ready
 from toolcalls.services.writes import Change, row_insert_reading
 from toolcalls.states import CallState
 
@@ -237,10 +238,12 @@ def operation_step(
 ) -> Iterator[Step | None]:
     """A durable transaction holding operation ``operation_pk`` locked (when it also matches
     ``where``; else the step is ``None``), saved once at the end. With ``requester``, the same
-    statement also reads the requester and whether they belong to the operation's tenant
-    (``requester_member``), which authorizing calls needs."""
+    statement also reads what authorizing calls needs of the requester
+    (:mod:`toolcalls.services.requester`)."""
     with transaction.atomic(durable=True):
         operation = _locked(operation_pk, where, tuple(related), requester)
+        if operation is not None and requester:
+            requester_ready(operation)
         step = Step(operation) if operation is not None else None
         yield step
         if step is not None:
@@ -260,7 +263,7 @@ def _locked(
 def _locking(where: Q, related: tuple[str, ...], requester: bool) -> QuerySet[Operation]:
     rows = Operation.objects.select_for_update(of=("self",)).select_related(*related)
     if requester:
-        rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
+        rows = requester_read(rows, postgresql=_postgresql())
     return rows.filter(where)
 
 
@@ -276,12 +279,8 @@ def _locking_compiled(
     return Compiled(build, **kinds)
 
 
-#: Whether an operation's requester belongs to its tenant (``requester_member``).
-_MEMBER = Exists(
-    Tenant.members.through.objects.filter(
-        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("requested_by_id")
-    )
-)
+def _postgresql() -> bool:
+    return connections[Operation.objects.db].vendor == "postgresql"
 
 
 @contextmanager
@@ -299,16 +298,18 @@ def call_step(
     ``model_input`` (with its replay script): a step that will likely claim the next model turn
     (:func:`model_input_load`) asks for them. On PostgreSQL the operation comes with the result
     digests outside the call's set (:meth:`Step.earlier_results`). With ``requester``, as for
-    :func:`operation_step`: the requester and ``requester_member``, for authorizing the call.
+    :func:`operation_step`: what authorizing the call needs of the requester.
     """
     with transaction.atomic(durable=True):
-        postgresql = connections[Operation.objects.db].vendor == "postgresql"
+        postgresql = _postgresql()
         shape = _call_operation(postgresql, model_input, requester)
         operations = shape.run(call_pk=call_pk)
         calls = _CALL_SET_LOCKED.run(call_pk=call_pk) if operations else []
         call = next((row for row in calls if row.pk == call_pk), None)
         if call is None:
             raise ToolCall.DoesNotExist(f"no call {call_pk}")
+        if requester:
+            requester_ready(operations[0])
         step = Step(operations[0], [call])
         step.hold(call.turn_id, calls)
         if postgresql:
@@ -360,7 +361,7 @@ def _call_operation(postgresql: bool, model_input: bool, requester: bool) -> Com
         else:
             rows = rows.select_related("tenant").defer(*MODEL_INPUT)
         if requester:
-            rows = rows.select_related("requested_by").annotate(requester_member=_MEMBER)
+            rows = requester_read(rows, postgresql=postgresql)
         if postgresql:
             rows = rows.annotate(earlier_results=_earlier_results(call_pk))
         return rows
