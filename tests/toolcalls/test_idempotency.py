@@ -19,7 +19,8 @@ from toolcalls.registry import ToolSpec
 from toolcalls.services import idempotency
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.unit import call_step
-from toolcalls.states import CallState
+from toolcalls.actors import WORKER
+from toolcalls.states import AuditKind, CallState
 
 pytestmark = pytest.mark.django_db
 Capture = Callable[..., Any]
@@ -155,3 +156,20 @@ def test_settling_a_key_stores_releases_or_keeps_it(applied: bool | None, left: 
     with call_step(call.pk) as step:
         key_settle(step, step.call, applied=applied)
     assert list(IdempotencyRecord.objects.values_list("state", flat=True)) == left
+
+
+def test_a_key_settled_as_applied_is_written_with_the_step_s_other_writes() -> None:
+    call = _call(CallState.SUCCEEDED, model_result=ok({"refund": "RF-1"}))
+    assert _reserve(call) is True
+    reserved = IdempotencyRecord.objects.get()
+    with CaptureQueriesContext(connection) as captured:
+        with call_step(call.pk) as step:
+            key_settle(step, step.call, applied=True)
+            step.audit(kind=AuditKind.CALL_TRANSITION, actor=WORKER, call=step.call)
+    sql = [query["sql"] for query in captured.captured_queries]
+    assert not [s for s in sql if s.startswith('UPDATE "toolcalls_idempotencyrecord"')]
+    [write] = [s for s in sql if s.startswith("WITH")]
+    assert 'UPDATE "toolcalls_idempotencyrecord"' in write
+    settled = IdempotencyRecord.objects.get()
+    assert (settled.state, settled.model_result) == ("DONE", ok({"refund": "RF-1"}))
+    assert settled.updated_at > reserved.updated_at

@@ -107,13 +107,16 @@ def _finish_early(
 
 def key_settle(step: Step, call: ToolCall, *, applied: bool | None) -> None:
     """After a side effect's outcome is known: ``applied`` True stores the call's result as the
-    intent's answer, False releases the key, None (outcome still unknown) keeps it held."""
-    if applied is None:
+    intent's answer (written with the step's other writes), False releases the key, None
+    (outcome still unknown) keeps it held. The key's record is the one ``call`` holds, named
+    by its step's read of the call (``idempotency_record_id``, :func:`unit.call_step`)."""
+    record_pk: int | None = getattr(call, "idempotency_record_id", None)
+    if applied is None or record_pk is None:
         return
-    record = IdempotencyRecord.objects.filter(
-        tenant=step.operation.tenant, tool_name=call.tool_name, key=call.idempotency_key
-    )
     if applied:
-        record.update(state=IdempotencyRecord.State.DONE, model_result=call.model_result)
+        record = IdempotencyRecord(pk=record_pk, state=IdempotencyRecord.State.DONE)
+        record.model_result = call.model_result
+        record._state.adding = False
+        step.change(record, "state", "model_result")
     else:
-        record.delete()
+        IdempotencyRecord.objects.filter(pk=record_pk).delete()

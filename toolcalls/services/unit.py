@@ -28,7 +28,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from toolcalls.guards import PastCall
-from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.models import AuditEvent, IdempotencyRecord, Operation, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
 from toolcalls.services.compiled import Compiled
 from toolcalls.services.requester import requester_read, requester_ready
@@ -209,6 +209,7 @@ _HISTORY: Compiled[tuple[Any, ...]] = Compiled(
 _TOUCHED: dict[type[models.Model], set[str]] = {
     Operation: {"updated_at"},
     ToolCall: {"updated_at"},
+    IdempotencyRecord: {"updated_at"},
 }
 
 
@@ -379,14 +380,20 @@ def _earlier_results(call_pk: int) -> ArraySubquery:
     )
 
 
+#: The id of the idempotency record a call holds (its key's record names it as the holder).
+_HELD_RECORD = Subquery(IdempotencyRecord.objects.filter(call_id=OuterRef("pk")).values("pk")[:1])
+
+
 #: The set of call ``call_pk``, locked, with their turn (not the turn's bodies): the other
 #: calls of the set are read with it, for settling the set, in the same statement. Locking them
-#: waits for nobody: every step locks the operation first.
+#: waits for nobody: every step locks the operation first. Each call comes with the id of the
+#: idempotency record it holds (``idempotency_record_id``, ``None`` for none), for settling it.
 _CALL_SET_LOCKED: Compiled[ToolCall] = Compiled(
     lambda call_pk: (
         ToolCall.objects.select_for_update(of=("self",))
         .select_related("turn")
         .defer("turn__request_frame", "turn__request_items", "turn__reply")
+        .annotate(idempotency_record_id=_HELD_RECORD)
         .filter(turn_id=Subquery(ToolCall.objects.filter(pk=call_pk).values("turn_id")))
     ),
     call_pk=int,
