@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.engine import call_set
 from tests.factories import ModelTurnFactory, ToolCallFactory
 from toolcalls import registry
+from toolcalls.actors import WORKER
 from toolcalls.binding import digest
 from toolcalls.envelopes import ok
 from toolcalls.models import IdempotencyRecord, ToolCall
@@ -19,7 +20,6 @@ from toolcalls.registry import ToolSpec
 from toolcalls.services import idempotency
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.unit import call_step
-from toolcalls.actors import WORKER
 from toolcalls.states import AuditKind, CallState
 
 pytestmark = pytest.mark.django_db
@@ -162,10 +162,9 @@ def test_a_key_settled_as_applied_is_written_with_the_step_s_other_writes() -> N
     call = _call(CallState.SUCCEEDED, model_result=ok({"refund": "RF-1"}))
     assert _reserve(call) is True
     reserved = IdempotencyRecord.objects.get()
-    with CaptureQueriesContext(connection) as captured:
-        with call_step(call.pk) as step:
-            key_settle(step, step.call, applied=True)
-            step.audit(kind=AuditKind.CALL_TRANSITION, actor=WORKER, call=step.call)
+    with CaptureQueriesContext(connection) as captured, call_step(call.pk) as step:
+        key_settle(step, step.call, applied=True)
+        step.audit(kind=AuditKind.CALL_TRANSITION, actor=WORKER, call=step.call)
     sql = [query["sql"] for query in captured.captured_queries]
     assert not [s for s in sql if s.startswith('UPDATE "toolcalls_idempotencyrecord"')]
     [write] = [s for s in sql if s.startswith("WITH")]
