@@ -1,13 +1,14 @@
 """Canonical JSON, digests and result binding (DESIGN.md §7; seeds 000 "Call correlation is not
 result binding").
 
-Canonical form is RFC 8785 (JSON Canonicalization Scheme) via the ``rfc8785`` package; every
-digest is SHA-256 over it, as 64 lower-case hex characters.
+Canonical form is RFC 8785 (JSON Canonicalization Scheme), as the ``rfc8785`` package writes it
+(:func:`canonical_json`); every digest is SHA-256 over it, as 64 lower-case hex characters.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -19,8 +20,43 @@ CanonicalizationError = rfc8785.CanonicalizationError
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of ``value``; raises :data:`CanonicalizationError` for values JSON cannot
-    represent exactly (non-finite floats, integers beyond ±2**53-1)."""
+    represent exactly (non-finite floats, integers beyond ±2**53-1, keys that are not strings,
+    text that is not valid Unicode).
+
+    A value whose canonical form is plain JSON (:func:`_plain`) is written by the standard
+    library's C encoder, keys sorted, no spaces, text as UTF-8: byte for byte what ``rfc8785``
+    writes, about four times faster (a step hashes every event it records); any other value
+    (a float, whose RFC 8785 form is ECMAScript's, or a key beyond ASCII, which RFC 8785 orders
+    by UTF-16) is written by ``rfc8785``."""
+    if _plain(value):
+        try:
+            return _ENCODER.encode(value).encode()
+        except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it with its own error
+            pass
     return rfc8785.dumps(value)
+
+
+#: Sorted keys, no spaces, text escaped only where RFC 8785 escapes it (quote, backslash,
+#: control characters, with the same short forms and lower-case ``\u00xx``).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made only of ``None``, booleans, integers within ±(2**53-1), text,
+    lists, tuples and dicts with ASCII text keys: values whose RFC 8785 form is the plain JSON
+    :data:`_ENCODER` writes."""
+    if value is None or isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str) and key.isascii() and _plain(item) for key, item in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain(item) for item in value)
+    return False
 
 
 def digest(value: Any) -> str:

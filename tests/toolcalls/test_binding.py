@@ -7,6 +7,9 @@ from dataclasses import asdict, fields
 from typing import Any
 
 import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolcalls.binding import (
     Binding,
@@ -26,6 +29,54 @@ def test_canonical_form_ignores_key_order_and_whitespace() -> None:
 def test_values_json_cannot_represent_exactly_are_refused() -> None:
     with pytest.raises(CanonicalizationError):
         canonical_json({"amount": 2**60})
+    with pytest.raises(CanonicalizationError):
+        canonical_json({"text": "lone \ud800 surrogate"})
+    with pytest.raises(CanonicalizationError):
+        canonical_json({1: "a key that is not a string"})
+
+
+#: Strings that stress escaping and key order: control characters, quotes, backslashes, text
+#: beyond ASCII, characters past U+FFFF (which UTF-16 orders before U+E000..U+FFFF).
+_TEXT = st.text(
+    alphabet=st.sampled_from(
+        [
+            "a",
+            "B",
+            "\x00",
+            "\x1f",
+            "\x7f",
+            '"',
+            "\\",
+            "\n",
+            "é",
+            "\u2028",
+            "\ue000",
+            "\uffff",
+            "\U0001f600",
+            "\U00010000",
+        ]
+    )
+    | st.characters(),
+    max_size=8,
+)
+_NUMBERS = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.floats(
+    allow_nan=False, allow_infinity=False
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | _NUMBERS | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_TEXT, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_JSON)
+def test_canonical_json_is_byte_for_byte_what_rfc8785_gives(value: Any) -> None:
+    assert canonical_json(value) == rfc8785.dumps(value)
 
 
 def test_request_digest_binds_call_and_response_ids() -> None:
