@@ -33,7 +33,10 @@ def canonical_json(value: Any) -> bytes:
             return _ENCODER.encode(value).encode()
         except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it with its own error
             pass
-    return rfc8785.dumps(value)
+    try:
+        return rfc8785.dumps(value)
+    except UnicodeEncodeError as exc:  # rfc8785 orders keys by UTF-16: a lone surrogate in one
+        raise CanonicalizationError(f"a key is not valid Unicode: {exc.reason}") from exc
 
 
 #: Sorted keys, no spaces, text escaped only where RFC 8785 escapes it (quote, backslash,
