@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -72,8 +73,8 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 
 
-def database(url_variable: str, default: str) -> dict[str, Any]:
-    """The ``DATABASES`` entry read from ``url_variable``.
+def database(url_variable: str, default: str | None = None) -> dict[str, Any]:
+    """The ``DATABASES`` entry read from ``url_variable`` (required when ``default`` is ``None``).
 
     SQLite (the embedded demo): every transaction takes SQLite's write lock when it begins (so
     concurrent requests and the in-process worker's thread queue, as row locks make them on
@@ -83,8 +84,16 @@ def database(url_variable: str, default: str) -> dict[str, Any]:
     PostgreSQL: connections are kept for ``DATABASE_CONN_MAX_AGE`` seconds (default 60) and
     checked before reuse. Celery closes a worker's connection after every task otherwise, and
     opening one (a server process, authentication) costs more than a whole turn's statements.
+    Parameters are bound by the server and a statement run ``DATABASE_PREPARE_THRESHOLD`` times
+    (default 5, psycopg's own) on a connection is prepared there: PostgreSQL then neither parses
+    nor, once it settles on a generic plan, plans it again; planning the engine's locking reads
+    and combined writes took most of the server's time per step. ``off`` binds on the client
+    and prepares nothing, for a pooler that cannot keep prepared statements (PgBouncer's
+    transaction mode before 1.21, or without ``max_prepared_statements``).
     """
-    config: dict[str, Any] = env.db(url_variable, default=default)
+    config: dict[str, Any] = (
+        env.db(url_variable) if default is None else env.db(url_variable, default=default)
+    )
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
@@ -94,7 +103,20 @@ def database(url_variable: str, default: str) -> dict[str, Any]:
     else:
         config["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
         config["CONN_HEALTH_CHECKS"] = True
+        config["OPTIONS"] = {**config.get("OPTIONS", {}), **_statement_options()}
     return config
+
+
+def _statement_options() -> dict[str, Any]:
+    """psycopg's connection options for ``DATABASE_PREPARE_THRESHOLD`` (see :func:`database`)."""
+    threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
+    if threshold == "off":
+        return {}
+    if not threshold.isdigit():
+        raise ImproperlyConfigured(
+            f"DATABASE_PREPARE_THRESHOLD must be a whole number of runs or 'off', not {threshold!r}"
+        )
+    return {"server_side_binding": True, "prepare_threshold": int(threshold)}
 
 
 DATABASES = {

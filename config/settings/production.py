@@ -1,11 +1,11 @@
 """Production: PostgreSQL, Redis, HTTPS only, JSON log lines. Every secret comes from the env."""
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import env, logging_config
+from config.settings.base import database, env, logging_config
 
 DEBUG = False
 SECRET_KEY = env("SECRET_KEY")
-DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES = {"default": database("DATABASE_URL")}
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = False
 LOGGING = logging_config(env("LOG_FORMAT", default="json"), LOG_LEVEL)  # noqa: F405

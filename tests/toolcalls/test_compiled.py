@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from unittest import mock
 
+import psycopg
 import pytest
 from django.db import connection
 from django.db.models import Q, sql
@@ -97,9 +98,12 @@ def test_an_update_is_djangos_own_with_each_rows_values() -> None:
         query.add_q(Q(pk=operation.pk))
         query.add_update_values({name: getattr(operation, name) for name in names})
         django_statement, django_params = query.get_compiler("default").as_sql()
+        connection.ensure_connection()
+        quoting = psycopg.ClientCursor(connection.connection)  # the server binds the real ones
+        assert quoting.mogrify(statement, params) == quoting.mogrify(
+            django_statement, django_params
+        )
         with connection.cursor() as cursor:
-            ours = cursor.mogrify(statement, params)
-            assert ours == cursor.mogrify(django_statement, django_params)
             cursor.execute(statement, params)
         operation.refresh_from_db()
         assert (operation.final_text, operation.lease_expires_at) == (text, expires)
