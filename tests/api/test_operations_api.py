@@ -124,6 +124,23 @@ def test_create_validation_errors_name_the_fields(
 
 
 @pytest.mark.parametrize(
+    ("replies", "message"),
+    [
+        ([], "[] should be non-empty"),
+        ([{"kind": "nonsense"}], "0: "),
+    ],
+)
+def test_a_wrong_reply_is_named_by_where_it_is_and_nothing_else(
+    client: APIClient, replies: list[Any], message: str
+) -> None:
+    error = error_of(
+        post(client, "/operations", create_body(replies=replies)), 400, "invalid_request"
+    )
+    [said] = fields_of(error)["replies"]
+    assert said.startswith(message), said
+
+
+@pytest.mark.parametrize(
     ("overrides", "code"),
     [
         ({"budgets": {"max_turns": 1000}}, "bad_budget"),

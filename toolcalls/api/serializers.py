@@ -139,7 +139,9 @@ def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     errors = sorted(_REPLIES.iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path)
-        raise serializers.ValidationError(f"{where}: {errors[0].message}")
+        raise serializers.ValidationError(
+            f"{where}: {errors[0].message}" if where else errors[0].message
+        )
     return value
 
 
