@@ -9,14 +9,16 @@ from unittest import mock
 import psycopg
 import pytest
 from django.db import connection
-from django.db.models import Q, sql
-from django.db.models.sql.compiler import SQLCompiler
+from django.db.models import Model, Q, Value, sql
+from django.db.models.constants import OnConflict
+from django.db.models.functions import Upper
+from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import OperationFactory, ToolCallFactory
-from toolcalls.models import Operation, ToolCall
-from toolcalls.services.compiled import Compiled, update_sql
+from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.services.compiled import Compiled, insert_sql, update_sql
 
 pytestmark = pytest.mark.django_db
 
@@ -107,3 +109,69 @@ def test_an_update_is_djangos_own_with_each_rows_values() -> None:
             cursor.execute(statement, params)
         operation.refresh_from_db()
         assert (operation.final_text, operation.lease_expires_at) == (text, expires)
+
+
+def _events(operation: Operation, count: int, text: str) -> list[AuditEvent]:
+    return [
+        AuditEvent(
+            operation=operation,
+            seq=number,
+            kind="call.transition",
+            actor="worker",
+            to_state=text,
+            details={"text": text, "number": number, "items": [text, None]},
+            created_at=timezone.now(),
+            hash=f"{number:064x}",
+        )
+        for number in range(1, count + 1)
+    ]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("on_conflict", [None, OnConflict.IGNORE])
+def test_an_insert_is_djangos_own_with_each_runs_values(
+    count: int, on_conflict: OnConflict | None
+) -> None:
+    operation = OperationFactory.create()
+    fields = [f for f in AuditEvent._meta.local_concrete_fields if f is not AuditEvent._meta.pk]
+    connection.ensure_connection()
+    quoting = psycopg.ClientCursor(connection.connection)  # the server binds the real ones
+    for run, text in enumerate(("one", "two", "three")):
+        rows = _events(operation, count, text)
+        for row in rows:
+            row.seq += run * count
+        statement, params = insert_sql(rows, fields, "default", on_conflict=on_conflict)
+        query = sql.InsertQuery(AuditEvent, on_conflict=on_conflict)
+        objs: list[Model] = list(rows)
+        query.insert_values(fields, objs)
+        [(django_statement, django_params)] = query.get_compiler("default").as_sql()
+        assert quoting.mogrify(statement, params) == quoting.mogrify(
+            django_statement, django_params
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+    stored = AuditEvent.objects.filter(operation=operation).order_by("seq")
+    assert [event.to_state for event in stored] == [
+        t for t in ("one", "two", "three") for _ in range(count)
+    ]
+    assert stored.last().details == {"text": "three", "number": count, "items": ["three", None]}  # type: ignore[union-attr]
+
+
+def test_a_second_insert_of_a_shape_compiles_nothing() -> None:
+    operation = OperationFactory.create()
+    fields = [f for f in AuditEvent._meta.local_concrete_fields if f is not AuditEvent._meta.pk]
+    insert_sql(_events(operation, 2, "one"), fields, "default")
+    with mock.patch.object(SQLInsertCompiler, "as_sql", side_effect=AssertionError("compiled")):
+        _, params = insert_sql(_events(operation, 2, "two"), fields, "default")
+    assert params[fields.index(AuditEvent._meta.get_field("to_state"))] == ["two", "two"]
+
+
+def test_an_expression_is_compiled_by_django_and_its_statement_never_reused() -> None:
+    operation = OperationFactory.create()
+    fields = [f for f in AuditEvent._meta.local_concrete_fields if f is not AuditEvent._meta.pk]
+    rows = _events(operation, 5, "one")
+    rows[0].actor = Upper(Value("worker"))  # type: ignore[assignment]
+    statement, _ = insert_sql(rows, fields, "default")
+    assert "UPPER" in statement
+    statement, _ = insert_sql(_events(operation, 5, "two"), fields, "default")
+    assert "UPPER" not in statement

@@ -5,7 +5,7 @@ fifth of a step's time, for SQL that is the same every time. :class:`Compiled` k
 one query shape and runs it again with new values, returning what the queryset would (model
 instances with their ``select_related`` rows and annotations, or ``values_list`` rows), through
 Django's own iterables. :func:`update_sql` does the same for the single-row ``UPDATE`` a step
-writes.
+writes, :func:`insert_sql` for the ``INSERT`` of its new rows.
 
 A shape is compiled from marker values standing in for its parameters: ``build(**markers)``
 must use each parameter as a query value and take nothing else that varies (no ``now()``
@@ -28,7 +28,8 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Q, QuerySet, sql
+from django.db.models import Field, Q, QuerySet, sql
+from django.db.models.constants import OnConflict
 from django.db.models.sql.compiler import SQLCompiler
 
 T = TypeVar("T")
@@ -204,3 +205,87 @@ def update_sql(row: models.Model, names: Sequence[str], using: str) -> tuple[str
 
 #: ``UPDATE`` statements by model, field names, which of them are NULL, and database.
 _UPDATES: dict[tuple[type[models.Model], tuple[str, ...], tuple[bool, ...], str], str] = {}
+
+
+def insert_sql(
+    rows: Sequence[models.Model],
+    fields: Sequence[Field[Any, Any]],
+    using: str,
+    *,
+    on_conflict: OnConflict | None = None,
+) -> tuple[str, list[Any]]:
+    """The ``INSERT`` ``bulk_create(rows)`` runs for ``fields`` of ``rows`` (new rows of one
+    model; ``pre_save`` applied, so ``auto_now_add`` fields take the time now), and its
+    parameters.
+
+    Compiled by Django the first time for each model, fields, conflict handling, number of rows
+    and database; after that the statement is reused with the values Django's compiler passes:
+    each field's ``get_db_prep_save``, row after row, or one list per field where Django inserts
+    several rows through ``UNNEST`` (PostgreSQL). A value that is an expression, and a field that
+    makes its own placeholder (``get_placeholder``), are left to Django every time."""
+    model, connection = type(rows[0]), connections[using]
+    key = (model, tuple(field.attname for field in fields), on_conflict, len(rows), using)
+    form = _INSERTS.get(key, _UNSEEN)
+    prepared = _prepared(rows, fields, connection) if form is not None else None
+    if isinstance(form, _InsertForm) and prepared is not None:
+        if form.by_field:
+            return form.sql, [list(column) for column in zip(*prepared, strict=True)]
+        return form.sql, [value for values in prepared for value in values]
+    query = sql.InsertQuery(model, on_conflict=on_conflict)
+    query.insert_values(fields, list(rows))
+    [(statement, params)] = query.get_compiler(using).as_sql()
+    if form is _UNSEEN and prepared is not None:  # compiled from plain values: fits every run
+        own = any(hasattr(field, "get_placeholder") for field in fields)
+        _INSERTS[key] = None if own else _insert_form(statement, params, len(rows), len(fields))
+    return statement, list(params)
+
+
+def _prepared(
+    rows: Sequence[models.Model], fields: Sequence[Field[Any, Any]], connection: BaseDatabaseWrapper
+) -> list[list[Any]] | None:
+    """Each row's values as Django's insert compiler passes them, or ``None`` when one of them
+    is an expression (Django resolves it in the query)."""
+    prepared = []
+    for row in rows:
+        values = [field.pre_save(row, True) for field in fields]
+        if any(hasattr(value, "resolve_expression") for value in values):
+            return None
+        prepared.append(
+            [
+                field.get_db_prep_save(value, connection=connection)
+                for field, value in zip(fields, values, strict=True)
+            ]
+        )
+    return prepared
+
+
+@dataclass(frozen=True)
+class _InsertForm:
+    sql: str
+    #: One parameter per field, a list of each row's value (``UNNEST``), rather than one per
+    #: value, row after row.
+    by_field: bool
+
+
+def _insert_form(
+    statement: str, params: Sequence[Any], rows: int, fields: int
+) -> _InsertForm | None:
+    """How Django laid out ``params`` for ``rows`` rows of ``fields`` fields, or ``None`` when
+    it did neither as :func:`insert_sql` would (nothing is then reused)."""
+    if len(params) == rows * fields and all(not isinstance(value, list) for value in params):
+        return _InsertForm(statement, by_field=False)
+    if (
+        rows > 1
+        and len(params) == fields
+        and all(isinstance(column, list) and len(column) == rows for column in params)
+    ):
+        return _InsertForm(statement, by_field=True)
+    return None
+
+
+#: ``INSERT`` statements by model, field names, conflict handling, number of rows and database
+#: (``None``: Django compiles it every time).
+_UNSEEN = object()
+_INSERTS: dict[
+    tuple[type[models.Model], tuple[str, ...], OnConflict | None, int, str], _InsertForm | None
+] = {}

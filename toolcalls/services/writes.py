@@ -11,16 +11,17 @@ embedded demo) have no data-modifying ``WITH``: there the parts run one after an
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import DatabaseError, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import sql
+from django.db.models import Field
 from django.db.models.constants import OnConflict
 
 from toolcalls.models import AuditEvent
-from toolcalls.services.compiled import Compiled, update_sql
+from toolcalls.services.compiled import Compiled, insert_sql, update_sql
 
 #: A changed row and the names of the fields to save (``auto_now`` fields included).
 Change = tuple[models.Model, Sequence[str]]
@@ -187,16 +188,21 @@ def _insert(
 ) -> tuple[str, Sequence[Any]]:
     """``bulk_create(rows)``'s ``INSERT`` (every concrete field but the id, unless ``with_pk``;
     ``pre_save`` applied, so ``auto_now_add`` fields take the time now; with
-    ``ignore_conflicts``, ``ON CONFLICT DO NOTHING``), compiled."""
+    ``ignore_conflicts``, ``ON CONFLICT DO NOTHING``), compiled once per shape
+    (:func:`insert_sql`)."""
     model = type(rows[0])
+    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
+    return insert_sql(
+        rows, _fields(model, with_pk), model._default_manager.db, on_conflict=on_conflict
+    )
+
+
+@functools.cache
+def _fields(model: type[models.Model], with_pk: bool) -> tuple[Field[Any, Any], ...]:
     opts = model._meta
-    fields = [
+    return tuple(
         f for f in opts.local_concrete_fields if (with_pk or f is not opts.pk) and not f.generated
-    ]
-    query = sql.InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-    query.insert_values(fields, rows)
-    [(insert, params)] = query.get_compiler(model._default_manager.db).as_sql()
-    return insert, params
+    )
 
 
 def _inserted(rows: Sequence[models.Model], ids: Sequence[int], db: str) -> None:
