@@ -199,6 +199,7 @@ def _insert(
 
 @functools.cache
 def _fields(model: type[models.Model], with_pk: bool) -> tuple[Field[Any, Any], ...]:
+    """The fields :func:`_insert` writes of ``model``'s rows."""
     opts = model._meta
     return tuple(
         f for f in opts.local_concrete_fields if (with_pk or f is not opts.pk) and not f.generated
