@@ -283,9 +283,10 @@ def _insert_form(
     return None
 
 
+#: What ``_INSERTS`` gives for a shape not compiled yet.
+_UNSEEN = object()
 #: ``INSERT`` statements by model, field names, conflict handling, number of rows and database
 #: (``None``: Django compiles it every time).
-_UNSEEN = object()
 _INSERTS: dict[
     tuple[type[models.Model], tuple[str, ...], OnConflict | None, int, str], _InsertForm | None
 ] = {}
