@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import OperationFactory, ToolCallFactory
+from toolcalls.compiled import Compiled, insert_sql, update_sql
 from toolcalls.models import AuditEvent, Operation, ToolCall
-from toolcalls.services.compiled import Compiled, insert_sql, update_sql
 
 pytestmark = pytest.mark.django_db
 

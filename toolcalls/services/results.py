@@ -22,12 +22,12 @@ from providers.families import get_adapter
 from toolcalls import catalogue
 from toolcalls.actors import Actor
 from toolcalls.binding import Binding, canonical_json, digest, request_digest
+from toolcalls.compiled import Compiled
 from toolcalls.envelopes import ErrorCode, error, is_error, ok
 from toolcalls.errors import CallgateError
 from toolcalls.guards import progress_made
 from toolcalls.models import ModelTurn, Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolSpec
-from toolcalls.services.compiled import Compiled
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition, operation_transition

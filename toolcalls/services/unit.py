@@ -27,10 +27,10 @@ from django.db import connections, models, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from toolcalls.compiled import Compiled
 from toolcalls.guards import PastCall
 from toolcalls.models import AuditEvent, IdempotencyRecord, Operation, ToolCall
 from toolcalls.services.audit import EventFields, audit_event, audit_insert
-from toolcalls.services.compiled import Compiled
 from toolcalls.services.requester import requester_read, requester_ready
 from toolcalls.services.writes import Change, row_insert_reading
 from toolcalls.states import CallState
@@ -224,7 +224,7 @@ def _update_together(
 
 
 #: A condition on the operation a step locks: a ``Q``, or a function of the time now giving
-#: one. A function's query is compiled once (:mod:`toolcalls.services.compiled`), so it must be
+#: one. A function's query is compiled once (:mod:`toolcalls.compiled`), so it must be
 #: a module-level one; a ``Q`` is compiled on every step.
 Where = Q | Callable[[datetime], Q]
 

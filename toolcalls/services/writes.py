@@ -20,8 +20,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from django.db.models.constants import OnConflict
 
+from toolcalls.compiled import Compiled, insert_sql, update_sql
 from toolcalls.models import AuditEvent
-from toolcalls.services.compiled import Compiled, insert_sql, update_sql
 
 #: A changed row and the names of the fields to save (``auto_now`` fields included).
 Change = tuple[models.Model, Sequence[str]]

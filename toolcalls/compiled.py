@@ -1,4 +1,4 @@
-"""Reads and updates on the engine's hot path, compiled once per process.
+"""Reads, inserts and updates on the engine's hot path, compiled once per process.
 
 Django builds a query's SQL every time it runs it (joins, the column list, quoting): about a
 fifth of a step's time, for SQL that is the same every time. :class:`Compiled` keeps the SQL of
