@@ -21,6 +21,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
 from toolcalls.actors import ENGINE, EXPIRY_SWEEP, Actor
+from toolcalls.compiled import Compiled
 from toolcalls.diffs import arguments_diff
 from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError, ToolSpec
@@ -36,6 +37,7 @@ from toolcalls.services.approvals import (
 from toolcalls.services.results import tool_context
 from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
+from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind
 
 __all__ = [
@@ -47,6 +49,37 @@ __all__ = [
 ]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+
+
+#: The approval of call ``call_pk``, locked: what the resume revalidates against.
+_TERMS: Compiled[ApprovalRequest] = Compiled(
+    lambda call_pk: ApprovalRequest.objects.select_for_update().filter(call_id=call_pk),
+    call_pk=int,
+)
+#: The call of approval ``approval_pk``: the step deciding it locks that call.
+_CALL_OF: Compiled[int] = Compiled(
+    lambda approval_pk: ApprovalRequest.objects.filter(pk=approval_pk).values_list(
+        "call_id", flat=True
+    ),
+    approval_pk=int,
+)
+#: Approval ``approval_pk`` locked (itself only), with the database's time (``db_now``).
+_LOCKED: Compiled[ApprovalRequest] = Compiled(
+    lambda approval_pk: (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .annotate(db_now=Now())
+        .filter(pk=approval_pk)
+    ),
+    approval_pk=int,
+)
+#: A row when user ``user_pk`` is a member of tenant ``tenant_pk``, none when not.
+_MEMBERSHIP: Compiled[int] = Compiled(
+    lambda tenant_pk, user_pk: Tenant.members.through.objects.filter(
+        tenant_id=tenant_pk, user_id=user_pk
+    ).values_list("pk", flat=True)[:1],
+    tenant_pk=int,
+    user_pk=int,
+)
 
 
 class ApprovalDesk:
@@ -61,7 +94,7 @@ class ApprovalDesk:
         )
 
     def terms(self, call: ToolCall) -> ApprovalTerms:
-        approval = ApprovalRequest.objects.select_for_update().get(call=call)
+        approval = _TERMS.get(call_pk=call.pk)
         return ApprovalTerms(
             approved=approval.state == ApprovalState.APPROVED,
             decided_at=approval.decided_at,
@@ -78,7 +111,7 @@ def approval_request_open(
     """Record the request for a human decision on ``call``, which the engine just parked."""
     operation = step.operation
     now = timezone.now()
-    approval = ApprovalRequest.objects.create(
+    approval = ApprovalRequest(
         call=call,
         operation=operation,
         tenant=operation.tenant,
@@ -95,6 +128,7 @@ def approval_request_open(
         created_at=now,
         expires_at=_expiry(now, operation),
     )
+    rows_insert([approval])
     step.audit(
         kind=AuditKind.APPROVAL_REQUESTED,
         actor=ENGINE,
@@ -148,9 +182,7 @@ def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError 
     ``approval.operation`` (select it with the approval)."""
     if not user.has_perm(DECIDE_PERMISSION):
         return ApprovalError("not_permitted", "You can read approvals but not decide them.")
-    if not Tenant.members.through.objects.filter(
-        tenant_id=approval.tenant_id, user_id=user.pk
-    ).exists():
+    if not _MEMBERSHIP.run(tenant_pk=approval.tenant_id, user_pk=user.pk):
         return ApprovalError("not_permitted", "You may not decide approvals for this tenant.")
     if approval.state != ApprovalState.PENDING:
         message = f"This approval is already {approval.state}; it can no longer be decided."
@@ -189,7 +221,7 @@ def approval_decide(
     if approve and arguments is not None:
         _edit_precheck(approval_pk, actor, arguments)
     who = audit_as or Actor.user(actor)
-    call_pk = ApprovalRequest.objects.values_list("call_id", flat=True).get(pk=approval_pk)
+    call_pk = _CALL_OF.get(approval_pk=approval_pk)
     with call_step(call_pk) as step:
         approval = _locked(step, approval_pk)
         refusal = decision_refusal(approval=approval, user=actor)
@@ -226,11 +258,7 @@ def approvals_decide_each(
 
 def _locked(step: Step, approval_pk: int) -> ApprovalRequest:
     """The approval, locked after the step's operation and call, with the database's time."""
-    approval = (
-        ApprovalRequest.objects.select_for_update(of=("self",))
-        .annotate(db_now=Now())
-        .get(pk=approval_pk)
-    )
+    approval = _LOCKED.get(approval_pk=approval_pk)
     approval.operation = step.operation
     return approval
 

@@ -77,6 +77,18 @@ class Compiled(Generic[T]):
         queryset._query = _Ready(shape.queryset.query, compiler)  # type: ignore[attr-defined]
         return list(queryset._iterable_class(queryset))  # type: ignore[arg-type, call-overload]
 
+    def get(self, *, using: str = "default", **values: Any) -> T:
+        """The query's one row, as ``QuerySet.get``: raises the model's ``DoesNotExist`` when
+        there is none and ``MultipleObjectsReturned`` when there are several (the query is meant
+        to select by a unique key)."""
+        rows = self.run(using=using, **values)
+        if len(rows) == 1:
+            return rows[0]
+        model = self._shape(using).queryset.model
+        if not rows:
+            raise model.DoesNotExist(f"{model._meta.object_name} matching query does not exist.")
+        raise model.MultipleObjectsReturned(f"{len(rows)} {model._meta.object_name} rows match.")
+
     def sql(self, *, using: str = "default", **values: Any) -> tuple[str, list[Any]]:
         """The query's SQL and parameters for ``values``, to embed in a larger statement."""
         shape = self._shape(using)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import traceback
+from contextlib import ExitStack
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models.sql import compiler
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
@@ -16,7 +23,8 @@ from approvals.states import ApprovalState
 from tests.engine import bundled_replies, operator, start
 from tests.factories import TenantFactory, UserFactory
 from toolcalls.demo.models import LedgerEntry, Order
-from toolcalls.models import ToolCall
+from toolcalls.models import ReplayScript, ToolCall
+from toolcalls.services.operations import operation_start
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -208,3 +216,70 @@ def test_the_resume_reads_the_requester_with_the_locked_operation(parked) -> Non
     assert '"auth_permission"' in claim_lock
     asked = [s for s in sql if '"auth_permission"' in s and s not in locks]
     assert not [s for s in asked if f'"user_id" = {requester})' in s]
+
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compiled_where(run: Any) -> list[str]:
+    """The project module (innermost frame outside the libraries) of each query Django compiles
+    while ``run()`` runs."""
+    where: list[str] = []
+
+    def spying(original: Any) -> Any:
+        def as_sql(self: Any, *args: Any, **kwargs: Any) -> Any:
+            frames = [Path(f.filename) for f in traceback.extract_stack()]
+            ours = [f for f in frames if _ROOT in f.parents and ".venv" not in f.parts]
+            where.append(str(ours[-2].relative_to(_ROOT)))  # [-1]: this function
+            return original(self, *args, **kwargs)
+
+        return as_sql
+
+    kinds = ("SQLCompiler", "SQLInsertCompiler", "SQLUpdateCompiler", "SQLDeleteCompiler")
+    with ExitStack() as stack:
+        for kind in (getattr(compiler, name) for name in kinds):
+            stack.enter_context(mock.patch.object(kind, "as_sql", spying(kind.__dict__["as_sql"])))
+        run()
+    return where
+
+
+def test_a_refund_compiles_no_query_of_the_engines_after_the_first(demo) -> None:
+    """Start, park, decide, resume and complete: after one refund has run, the next compiles
+    only what the tools ask themselves (every engine and approval query is compiled once).
+    The same operator decides both, so Django's permission cache on the user answers the
+    second time."""
+    deciding = operator()
+    _decide(start(demo, bundled_replies("refund_approve")), deciding)
+    Order.objects.create(
+        tenant_ref=demo.tenant.slug,
+        order_id="ORD-7701",
+        customer_ref="cus_1001",
+        description="Headphones",
+        total_cents=12999,
+    )
+    text = json.dumps(bundled_replies("refund_approve")).replace("ORD-1001", "ORD-7701")
+    script = ReplayScript.objects.create(
+        name="test", family="openai_responses", model="gpt-5.1-test", replies=json.loads(text)
+    )
+    requester = get_user_model().objects.get(username="requester")
+    operations = []
+
+    def refund() -> None:
+        operation = operation_start(
+            tenant=demo.tenant,
+            requested_by=requester,
+            subject_ref="cus_1001",
+            family="openai_responses",
+            model="gpt-5.1-test",
+            input_text="Please refund my order.",
+            replay_script=script,
+        )
+        operations.append(operation)
+        _decide(operation, deciding)
+
+    where = _compiled_where(refund)
+    operations[0].refresh_from_db()
+    assert operations[0].state == OperationState.COMPLETED
+    assert any(module.startswith("toolcalls/demo/") for module in where)  # the spy sees them
+    ours = [m for m in where if not m.startswith(("toolcalls/demo/", "tests/"))]
+    assert ours == []

@@ -54,6 +54,20 @@ def test_the_first_run_runs_one_statement_and_the_second_compiles_nothing() -> N
     assert row.pk == operation.pk
 
 
+def test_get_gives_the_one_row_or_raises_as_querysets_get_does() -> None:
+    first, second = OperationFactory.create(), OperationFactory.create()
+    assert _WITH_TENANT.get(operation_pk=second.pk).pk == second.pk
+    with pytest.raises(Operation.DoesNotExist):
+        _WITH_TENANT.get(operation_pk=-1)
+    of_tenant: Compiled[Operation] = Compiled(
+        lambda tenant_pk: Operation.objects.filter(tenant_id=tenant_pk), tenant_pk=int
+    )
+    second.tenant = first.tenant
+    second.save(update_fields=["tenant"])
+    with pytest.raises(Operation.MultipleObjectsReturned):
+        of_tenant.get(tenant_pk=first.tenant_id)
+
+
 def test_a_time_parameter_takes_each_runs_value() -> None:
     operation = OperationFactory.create(lease_expires_at=timezone.now() + timedelta(minutes=1))
     expired: Compiled[int] = Compiled(

@@ -29,7 +29,7 @@ from toolcalls.services.unit import (
     lease_take,
     operation_step,
 )
-from toolcalls.services.writes import rows_write
+from toolcalls.services.writes import rows_insert, rows_write
 from toolcalls.states import AuditKind
 
 pytestmark = pytest.mark.django_db
@@ -134,6 +134,25 @@ def test_rows_added_with_the_events_leave_out_those_that_repeat_a_unique_row(
     stored = SearchKey.objects.filter(operation=operation).values_list("value", flat=True)
     assert sorted(stored) == ["ord-1", "ord-2"]
     assert operation.events.get().pk == event.pk
+
+
+def test_new_rows_go_in_as_bulk_create_puts_them_with_their_ids_and_defaults() -> None:
+    operation = OperationFactory.create()
+    keys = [
+        SearchKey(tenant=operation.tenant, operation=operation, field="order_id", value=value)
+        for value in ("ord-1", "ord-2")
+    ]
+    with CaptureQueriesContext(connection) as captured:
+        rows_insert(keys)
+    assert len(captured.captured_queries) == 1
+    stored = SearchKey.objects.filter(operation=operation).order_by("pk")
+    assert [(key.pk, key.value) for key in stored] == [(key.pk, key.value) for key in keys]
+    assert all(not key._state.adding and key._state.db == "default" for key in keys)
+    turn = ModelTurnFactory.build(operation=operation, index=7, response_id="resp_7")
+    rows_insert([turn])  # one of a model's own: its auto_now_add time is set as save() sets it
+    stored_turn = ModelTurn.objects.get(pk=turn.pk)
+    assert turn.created_at is not None and stored_turn.created_at == turn.created_at
+    assert stored_turn.response_id == "resp_7"
 
 
 def test_a_changed_row_that_is_gone_fails_the_step() -> None:

@@ -32,6 +32,7 @@ from django.conf import settings
 
 from toolcalls.actors import Actor
 from toolcalls.binding import digest
+from toolcalls.compiled import Compiled
 from toolcalls.policy import ApprovalPolicy, always, never
 from toolcalls.registry import Reconciliation, ToolContext, ToolError, ToolSpec
 from toolcalls.remote import rules
@@ -75,8 +76,16 @@ def tenant_tools(*, tenant_id: int) -> list[RemoteTool]:
 
 def tenant_tool_names(*, tenant_id: int) -> list[str]:
     """Names of the tenant's enabled remote tools, sorted."""
-    tools = RemoteTool.objects.filter(tenant_id=tenant_id, enabled=True)
-    return sorted(tools.values_list("name", flat=True))
+    return sorted(_ENABLED_NAMES.run(tenant_pk=tenant_id))
+
+
+#: The names of tenant ``tenant_pk``'s enabled remote tools (asked as each operation starts).
+_ENABLED_NAMES: Compiled[str] = Compiled(
+    lambda tenant_pk: RemoteTool.objects.filter(tenant_id=tenant_pk, enabled=True).values_list(
+        "name", flat=True
+    ),
+    tenant_pk=int,
+)
 
 
 def remote_spec(tool: RemoteTool) -> ToolSpec:

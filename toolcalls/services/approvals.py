@@ -14,10 +14,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from toolcalls import catalogue
 from toolcalls.actors import ENGINE, Actor
+from toolcalls.compiled import Compiled
 from toolcalls.envelopes import ErrorCode, error
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
@@ -187,9 +189,7 @@ def call_resume(*, call_pk: int) -> None:
     validation chain again. Any failure rejects the call with ``APPROVAL_STALE`` (or the
     chain's own code) and nothing runs.
     """
-    deferred = (f"operation__{name}" for name in MODEL_INPUT)
-    call = ToolCall.objects.select_related("operation__tenant").defer(*deferred).get(pk=call_pk)
-    problem = None
+    call, problem = _RESUMED.get(call_pk=call_pk), None
     spec = catalogue.tool_spec(call.operation, call.tool_name)
     if spec and spec.precondition and call.state == CallState.APPROVED:
         try:
@@ -197,6 +197,15 @@ def call_resume(*, call_pk: int) -> None:
         except ToolError as exc:
             problem = (exc.code, exc.message)
     call_execute(call_pk=call_pk, precheck=partial(_still_approved, problem=problem))
+
+
+def _resumed(call_pk: int) -> QuerySet[ToolCall]:
+    """The call to resume with its operation and tenant, without the operation's model input."""
+    deferred = (f"operation__{name}" for name in MODEL_INPUT)
+    return ToolCall.objects.select_related("operation__tenant").defer(*deferred).filter(pk=call_pk)
+
+
+_RESUMED: Compiled[ToolCall] = Compiled(_resumed, call_pk=int)
 
 
 def _still_approved(

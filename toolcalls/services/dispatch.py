@@ -21,6 +21,7 @@ from toolcalls.services.results import call_result, call_set_settle
 from toolcalls.services.scheduling import calls_ready
 from toolcalls.services.unit import Step
 from toolcalls.services.validation import Verdict, arguments_normalize, call_check
+from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind, CallState
 from toolcalls.storage import storable
 
@@ -64,7 +65,7 @@ def _insert(step: Step, rows: list[ToolCall], *, parked: bool) -> None:
     else now."""
     ids = [] if parked else step.reserved_call_ids(len(rows))
     if not ids:
-        ToolCall.objects.bulk_create(rows)
+        rows_insert(rows)
         return
     for row, pk in zip(rows, ids, strict=True):
         row.pk = pk

@@ -31,6 +31,7 @@ from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import live_settings
 from toolcalls.services.unit import Step, lease_clear, operation_step
+from toolcalls.services.writes import rows_insert
 from toolcalls.states import OPERATION_TERMINAL, AuditKind, OperationState
 
 
@@ -278,7 +279,7 @@ def _created(operation: Operation, actor: Actor) -> Operation:
             script.save()
             operation.replay_script = script
         operation.trace_context = telemetry.operation_traced(operation)
-        operation.save(force_insert=True)
+        rows_insert([operation])
         step = Step(operation)
         parent = {"parent": operation.parent.public_id} if operation.parent else {}
         step.audit(

@@ -45,6 +45,7 @@ from toolcalls.services.unit import (
     model_input_load,
     operation_step,
 )
+from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind, OperationState
 from toolcalls.storage import storable
 
@@ -360,7 +361,7 @@ def _store_turn(
         # The calls' checks read the operation's earlier ones; their rows go in with the step.
         step.insert_reading_history(turn, calls=len(parsed.calls))
     else:
-        turn.save(force_insert=True)
+        rows_insert([turn])
     _count(step, turn, claim.model)
     return turn
 

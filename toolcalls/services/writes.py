@@ -153,22 +153,34 @@ def row_insert_reading(
     return read, list(found[0][1] or [])
 
 
+def rows_insert(rows: Sequence[models.Model]) -> None:
+    """Insert ``rows`` (new, of one model) as ``bulk_create`` does, their ids set afterwards in
+    their order, through a statement compiled once per shape (:func:`insert_sql`; no signals,
+    as with ``bulk_create``)."""
+    _returning(rows, ignore_conflicts=False)
+
+
 def row_insert_new(row: models.Model) -> bool:
     """Insert ``row`` (new; its id set afterwards) unless it would repeat a unique row, in one
     statement (``ON CONFLICT DO NOTHING … RETURNING``): ``True`` when it was inserted. A row
     it would repeat is left as it is; on PostgreSQL, one another transaction is inserting is
     waited for (the insert goes ahead if that transaction rolls back)."""
-    db = type(row)._default_manager.db
+    return bool(_returning([row], ignore_conflicts=True))
+
+
+def _returning(rows: Sequence[models.Model], *, ignore_conflicts: bool) -> list[int]:
+    """Insert ``rows`` and mark those inserted saved, with their ids; returns those ids."""
+    model = type(rows[0])
+    db = model._default_manager.db
     connection = connections[db]
-    insert, params = _insert([row], ignore_conflicts=True)
-    pk = connection.ops.quote_name(type(row)._meta.pk.column)  # type: ignore[union-attr, arg-type]
+    insert, params = _insert(list(rows), ignore_conflicts=ignore_conflicts)
+    pk = connection.ops.quote_name(model._meta.pk.column)  # type: ignore[union-attr, arg-type]
     with connection.cursor() as cursor:
         cursor.execute(f"{insert} RETURNING {pk}", params)
-        found = cursor.fetchone()
-    if found is None:
-        return False
-    _inserted([row], [found[0]], db)
-    return True
+        ids = [found for (found,) in cursor.fetchall()]
+    if ids:
+        _inserted(rows, ids, db)
+    return ids
 
 
 #: ``count`` ids from the sequence of a table's id column (table, column, count).
