@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from toolcalls.demo.faults import fault_point
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
@@ -30,11 +31,14 @@ from toolcalls.registry import Reconciliation, ToolContext, ToolError, ToolSpec,
 REFUND_REASONS = ["damaged_item", "wrong_item", "not_delivered", "returned", "other"]
 
 
+def _orders(ctx: ToolContext) -> QuerySet[Order]:
+    """The customer's orders in the tenant."""
+    return Order.objects.filter(tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref)
+
+
 def _order(ctx: ToolContext, order_id: str, *, lock: bool = False) -> Order:
-    orders = Order.objects.select_for_update() if lock else Order.objects
-    order = orders.filter(
-        tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref, order_id=order_id
-    ).first()
+    orders = _orders(ctx).select_for_update() if lock else _orders(ctx)
+    order = orders.filter(order_id=order_id).first()
     if order is None:
         raise ToolError("ORDER_NOT_FOUND", f"No order {order_id} for this customer.")
     return order
@@ -43,8 +47,7 @@ def _order(ctx: ToolContext, order_id: str, *, lock: bool = False) -> Order:
 def refund_authorize(ctx: ToolContext, args: Mapping[str, Any]) -> str | None:
     """A refund may touch only the customer's own orders (checked before the call runs, and
     again at resume: an order moved to another customer meanwhile is no longer theirs)."""
-    orders = Order.objects.filter(tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref)
-    if orders.filter(order_id=args["order_id"]).exists():
+    if _orders(ctx).filter(order_id=args["order_id"]).exists():
         return None
     return f"No order {args['order_id']} for this customer."
 
@@ -101,9 +104,25 @@ def reconcile_draft(ctx: ToolContext, key: str) -> Reconciliation:
     return Reconciliation(applied=True, data=_draft_result(draft))
 
 
+def _drafts(ctx: ToolContext, args: Mapping[str, Any]) -> QuerySet[RefundDraft]:
+    """The draft ``args`` name, of the customer's order they name (none when either is not
+    theirs)."""
+    return RefundDraft.objects.filter(
+        order__tenant_ref=ctx.tenant_ref,
+        order__customer_ref=ctx.subject_ref,
+        order__order_id=args["order_id"],
+        draft_id=args.get("draft_id"),
+    )
+
+
 def _open_draft(ctx: ToolContext, args: Mapping[str, Any], *, lock: bool) -> RefundDraft:
-    order = _order(ctx, args["order_id"], lock=lock)
-    draft = order.drafts.filter(draft_id=args["draft_id"]).first()
+    """The draft ``args`` name with its order, read in one statement (with ``lock``, both rows
+    locked). Raises ``ORDER_NOT_FOUND`` when the order is not the customer's, ``DRAFT_MISMATCH``
+    when the order has no such draft or it covers less than ``amount_cents``."""
+    drafts = _drafts(ctx, args).select_related("order")
+    draft = (drafts.select_for_update() if lock else drafts).first()
+    if draft is None:
+        _order(ctx, args["order_id"])  # ORDER_NOT_FOUND, when that is why
     # A draft caps the refund: an operator may approve less than was drafted, never more.
     if draft is None or args["amount_cents"] > draft.amount_cents:
         raise ToolError(
@@ -201,20 +220,18 @@ def refund_preview(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
 def refund_summary(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
     """The refund as an operator reads it: whose, which order, how much in the order's
     currency, and why (a submitted refund's reason is its draft's). Reads only."""
-    orders = Order.objects.filter(tenant_ref=ctx.tenant_ref, customer_ref=ctx.subject_ref)
-    order = orders.filter(order_id=args["order_id"]).first()
-    reason = args.get("reason")
-    if reason is None and order is not None:
-        reason = (
-            order.drafts.filter(draft_id=args.get("draft_id"))
-            .values_list("reason", flat=True)
-            .first()
-        )
+    currency, reason = "", args.get("reason")
+    if reason is None:  # a submitted refund's: its draft's, read with its order's currency
+        found = _drafts(ctx, args).values_list("order__currency", "reason").first()
+        currency, reason = found or ("", None)
+    if not currency:
+        orders = _orders(ctx).filter(order_id=args["order_id"])
+        currency = orders.values_list("currency", flat=True).first() or ""
     summary = {
         "customer": ctx.subject_ref,
         "order": args["order_id"],
         "amount_cents": args["amount_cents"],
-        "currency": order.currency if order else "",
+        "currency": currency,
         "reason": (reason or "").replace("_", " "),
     }
     return {key: value for key, value in summary.items() if value != ""}
