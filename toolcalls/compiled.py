@@ -47,6 +47,8 @@ class _Shape:
     converters: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[int, Any]] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    #: Whether its columns include a composite key's (``has_composite_fields``), once known.
+    composite: list[bool] = field(default_factory=list)
 
 
 class Compiled(Generic[T]):
@@ -70,6 +72,7 @@ class Compiled(Generic[T]):
         compiler.connection = connection
         compiler.compiled = (shape.sql, self._params(shape, connection, values))  # type: ignore[attr-defined]
         compiler.converters = shape.converters  # type: ignore[attr-defined]
+        compiler.composite = shape.composite  # type: ignore[attr-defined]
         # A shallow copy by hand: ``copy.copy`` of a queryset evaluates it (``__getstate__``).
         queryset = object.__new__(type(shape.queryset))
         queryset.__dict__.update(shape.queryset.__dict__)
@@ -146,7 +149,8 @@ class _Ready:
 @functools.cache
 def _frozen(compiler_class: type[SQLCompiler]) -> type[SQLCompiler]:
     """``compiler_class`` whose ``as_sql`` returns the SQL and parameters set on it, and whose
-    converters are worked out once per connection (the shape's columns never change)."""
+    converters (once per connection) and composite-key check are worked out once: the shape's
+    columns never change."""
 
     def as_sql(self: Any, *args: Any, **kwargs: Any) -> tuple[str, list[Any]]:
         return self.compiled  # type: ignore[no-any-return]
@@ -159,7 +163,16 @@ def _frozen(compiler_class: type[SQLCompiler]) -> type[SQLCompiler]:
             )
         return found  # type: ignore[no-any-return]
 
-    methods = {"as_sql": as_sql, "get_converters": get_converters}
+    def has_composite_fields(self: Any, expressions: Any) -> bool:
+        if not self.composite:
+            self.composite.append(compiler_class.has_composite_fields(self, expressions))
+        return self.composite[0]  # type: ignore[no-any-return]
+
+    methods = {
+        "as_sql": as_sql,
+        "get_converters": get_converters,
+        "has_composite_fields": has_composite_fields,
+    }
     return type(f"Compiled{compiler_class.__name__}", (compiler_class,), methods)
 
 

@@ -3,6 +3,7 @@ query compilation after the first."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from unittest import mock
 
@@ -40,7 +41,9 @@ def test_a_compiled_query_returns_what_its_queryset_returns_for_each_value() -> 
     assert _WITH_TENANT.run(operation_pk=-1) == []
 
 
-def test_the_first_run_runs_one_statement_and_the_second_compiles_nothing() -> None:
+def test_the_first_run_runs_one_statement_and_the_second_works_out_nothing_again() -> None:
+    """No compilation, and neither the columns' converters nor whether they hold a composite key
+    are asked of Django again."""
     operation = OperationFactory.create()
     fresh: Compiled[Operation] = Compiled(
         lambda operation_pk: Operation.objects.filter(pk=operation_pk), operation_pk=int
@@ -49,7 +52,13 @@ def test_the_first_run_runs_one_statement_and_the_second_compiles_nothing() -> N
         fresh.run(operation_pk=operation.pk)
     assert len(captured.captured_queries) == 1  # the markers' query is compiled, never run
     _WITH_TENANT.run(operation_pk=operation.pk)
-    with mock.patch.object(SQLCompiler, "pre_sql_setup", side_effect=AssertionError("compiled")):
+    checks = (
+        mock.patch.object(SQLCompiler, name, side_effect=AssertionError(name))
+        for name in ("pre_sql_setup", "get_converters", "has_composite_fields")
+    )
+    with contextlib.ExitStack() as stack:
+        for check in checks:
+            stack.enter_context(check)
         [row] = _WITH_TENANT.run(operation_pk=operation.pk)
     assert row.pk == operation.pk
 
