@@ -110,7 +110,7 @@ def test_the_rules_catch_a_nullable_without_type_and_a_missing_read_only_field(
     del next(iter(examples.values()))["value"]["follow_ups"]  # required, read-only
     assert sorted(contract_problems(broken)) == [
         "#/components/schemas/Call/properties/arguments: nullable without type",
-        "GET /api/v1/operations/{public_id}: 200 application/json: example invalid at (top): "
+        "GET /api/v1/operations/{public_id}: 200 application/json: example invalid at (root): "
         "'follow_ups' is a required property",
     ]
 

@@ -126,7 +126,7 @@ def test_create_validation_errors_name_the_fields(
 @pytest.mark.parametrize(
     ("replies", "message"),
     [
-        ([], "[] should be non-empty"),
+        ([], "(root): [] should be non-empty"),
         ([{"kind": "nonsense"}], "0: "),
     ],
 )

@@ -17,6 +17,7 @@ from openapi_schema_validator import OAS30ReadValidator, OAS30WriteValidator
 
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
 from toolcalls.api.schema import operations_of, shared_statuses
+from toolcalls.schema_errors import error_text
 
 _ERROR_REF = "#/components/schemas/Error"
 
@@ -114,5 +115,4 @@ def _example_problems(
     validator = checker(schema)
     for value in examples:
         for error in validator.iter_errors(value):
-            at = "/".join(str(part) for part in error.absolute_path) or "(top)"
-            yield f"{where}: example invalid at {at}: {error.message}"
+            yield f"{where}: example invalid at {error_text(error)}"

@@ -30,6 +30,7 @@ from toolcalls.models import (
 )
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
+from toolcalls.schema_errors import error_text, errors_in_order
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
 _REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_SCHEMA})
@@ -136,12 +137,9 @@ class NullForBlank(serializers.ModelSerializer):
 def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``value`` if it is a list of replay replies (docs/scenarios.md); raises DRF's
     ``ValidationError`` naming the first wrong one otherwise."""
-    errors = sorted(_REPLIES.iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = errors_in_order(_REPLIES, value)
     if errors:
-        where = "/".join(str(p) for p in errors[0].absolute_path)
-        raise serializers.ValidationError(
-            f"{where}: {errors[0].message}" if where else errors[0].message
-        )
+        raise serializers.ValidationError(error_text(errors[0]))
     return value
 
 

@@ -20,6 +20,7 @@ from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
 from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
+from toolcalls.schema_errors import error_text, errors_in_order
 from toolcalls.storage import storable
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -72,10 +73,9 @@ def scenario_read(path: Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: no such file") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise ScenarioError(f"{path}: not readable JSON ({type(exc).__name__}: {exc})") from None
-    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = errors_in_order(_VALIDATOR, data)
     if errors:
-        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise ScenarioError(f"{path}: {where}: {errors[0].message}")
+        raise ScenarioError(f"{path}: {error_text(errors[0])}")
     if storable(data) != data:
         raise ScenarioError(f"{path}: holds a NUL or an unpaired surrogate, which cannot be stored")
     return data

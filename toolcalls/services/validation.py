@@ -18,6 +18,7 @@ from toolcalls.binding import canonical_json, digest
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
+from toolcalls.schema_errors import ROOT, error_text, errors_in_order
 from toolcalls.services.authorization import call_authorize
 from toolcalls.storage import storable
 
@@ -118,10 +119,7 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
 
 def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
     try:
-        errors = sorted(spec.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        errors = errors_in_order(spec.validator, dict(arguments))
     except RecursionError:
-        return ["(root): nested too deeply"]
-    return [
-        f"{'/'.join(str(p) for p in error.path) or '(root)'}: {error.message}"
-        for error in errors[:_MAX_SCHEMA_ERRORS]
-    ]
+        return [f"{ROOT}: nested too deeply"]
+    return [error_text(error) for error in errors[:_MAX_SCHEMA_ERRORS]]
