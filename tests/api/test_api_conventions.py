@@ -750,7 +750,13 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint() -> None:
 def test_an_unknown_api_path_is_404_in_the_one_shape(demo: DemoSeed) -> None:
     client, _ = keyed_client(demo.tenant, READ, WRITE)
     client.enforce_csrf_checks = True  # as a real client meets them
-    error_of(client.get(f"{API}/operation"), 404, "not_found")
+    unknown = client.get(f"{API}/opération")
+    error_of(unknown, 404, "not_found")
+    known = client.get(f"{API}/operations/op_nope")
+    # Written as every other answer of the API: compact, UTF-8.
+    assert unknown.content.startswith(b'{"error":{"code":"not_found","message":"No endpoint')
+    assert "/api/v1/opération.".encode() in unknown.content
+    assert known.content.startswith(b'{"error":{"code":"not_found"')
     # A trailing-slash typo on a POST, and the API's roots, are 404 too (not CSRF or redirects).
     for path in (f"{API}/operations/", f"{API}/health/live/", API, "/api", "/api/v2/x"):
         error_of(client.post(path, {}, format="json"), 404, "not_found")

@@ -16,9 +16,10 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
@@ -196,6 +197,8 @@ def _message(exc: Exception, code: str) -> str:
 
 
 @csrf_exempt  # an unknown path answers 404 to any method, never an HTML CSRF page
-def unknown_path(request: HttpRequest, path: str = "") -> JsonResponse:
-    """Any other path under ``/api/``: 404 in the error shape, not Django's HTML page."""
-    return JsonResponse(error_body("not_found", f"No endpoint {request.path}."), status=404)
+def unknown_path(request: HttpRequest, path: str = "") -> HttpResponse:
+    """Any other path under ``/api/``: 404 in the error shape, not Django's HTML page, written
+    as DRF writes every other answer (``JSONRenderer``: compact, UTF-8)."""
+    body = error_body("not_found", f"No endpoint {request.path}.")
+    return HttpResponse(JSONRenderer().render(body), status=404, content_type="application/json")
