@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest
 from approvals.states import ApprovalState
-from toolcalls import registry
+from toolcalls import catalogue
 from toolcalls.diffs import arguments_diff
 from toolcalls.keyset import Key, Page, keyset_page, ordering
 from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
+from toolcalls.services.approvals import precondition_refusal
 from toolcalls.services.results import tool_context
 
 #: The header shows "1000+" beyond this, so the count never scans a big table.
@@ -223,22 +224,27 @@ def approval_earlier_proposals(*, approval: ApprovalRequest) -> list[dict[str, A
 
 
 def approval_preview(*, approval: ApprovalRequest) -> dict[str, Any] | None:
-    """The tool's dry run of the effect: first the precondition the execution checks again
-    (``ToolSpec.precondition``), then the preview. ``{"data": …}``, ``{"data": {}}`` when the
-    precondition holds and there is no preview, or ``{"error": message}`` when either raises
-    :class:`ToolError` (approving could not have the effect shown); ``None`` for tools with
+    """The tool's dry run of the effect: first the precondition an approval and the execution
+    check (``ToolSpec.precondition``), then the preview. ``{"error": message}`` when the
+    precondition refuses (approving is refused: ``approve_precondition``); else ``{"data": …}``
+    (``{}`` without a preview), or ``{"notice": message}`` when the preview raises
+    :class:`ToolError` (it informs; approving stays possible). ``None`` for tools with
     neither."""
-    spec = registry.get(approval.tool_name)
+    spec = catalogue.tool_spec(approval.operation, approval.tool_name)
     if spec is None or (spec.preview is None and spec.precondition is None):
         return None
     arguments = json.loads(approval.canonical_arguments)
-    ctx = tool_context(approval.operation, approval.call)
+    refusal = precondition_refusal(
+        operation=approval.operation, call=approval.call, arguments=arguments
+    )
+    if refusal is not None:
+        return {"error": refusal.message}
+    if spec.preview is None:
+        return {"data": {}}
     try:
-        if spec.precondition is not None:
-            spec.precondition(ctx, arguments)
-        return {"data": spec.preview(ctx, arguments) if spec.preview else {}}
+        return {"data": spec.preview(tool_context(approval.operation, approval.call), arguments)}
     except ToolError as exc:
-        return {"error": exc.message}
+        return {"notice": exc.message}
 
 
 def operation_approvals(*, operation: Operation) -> list[ApprovalRequest]:

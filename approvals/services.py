@@ -8,6 +8,7 @@ clock (``Now()``), at decision time and by the periodic sweep.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ from toolcalls.services.approvals import (
     arguments_edit_precondition,
     call_decide,
     call_expire,
+    precondition_refusal,
 )
 from toolcalls.services.results import tool_context
 from toolcalls.services.transitions import row_transition
@@ -60,6 +62,13 @@ _TERMS: Compiled[ApprovalRequest] = Compiled(
 _CALL_OF: Compiled[int] = Compiled(
     lambda approval_pk: ApprovalRequest.objects.filter(pk=approval_pk).values_list(
         "call_id", flat=True
+    ),
+    approval_pk=int,
+)
+#: Approval ``approval_pk`` with its operation, tenant and call: what approving it checks first.
+_TO_APPROVE: Compiled[ApprovalRequest] = Compiled(
+    lambda approval_pk: ApprovalRequest.objects.select_related("operation__tenant", "call").filter(
+        pk=approval_pk
     ),
     approval_pk=int,
 )
@@ -209,19 +218,22 @@ def approval_decide(
     """Approve or deny; exactly one decision wins (row lock). Raises :class:`ApprovalError`.
 
     ``actor`` decides (:func:`decision_refusal`; ``audit_as`` names them in the audit trail,
-    by default as the user). A denial needs a reason (it is sent to the model). ``arguments``
-    (approve only) replaces the call's arguments: they are validated again (schema,
-    authorization, policy revision, and the tool's precondition, which resume checks once more;
-    else ``invalid_edit``), the diff, new digest and editor are audited, and the model is told
-    the call ran with edited arguments. An approval past ``expires_at`` (database time) is
-    marked EXPIRED and the call gets an ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")``
-    is raised after that commits. An approval whose operation already ended is ``superseded``.
-    On approve, the engine resumes the call after commit.
+    by default as the user). A denial needs a reason (it is sent to the model). An approval is
+    refused (``precondition_failed``) while the tool's precondition, which the resume checks
+    again, refuses the call: approving could not have its effect. ``arguments`` (approve only)
+    replaces the call's arguments: they are validated again (schema, authorization, policy
+    revision, and the tool's precondition; else ``invalid_edit``), the diff, new digest and
+    editor are audited, and the model is told the call ran with edited arguments. An approval
+    past ``expires_at`` (database time) is marked EXPIRED and the call gets an
+    ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")`` is raised after that commits. An
+    approval whose operation already ended is ``superseded``. On approve, the engine resumes the
+    call after commit.
     """
-    if approve and arguments is not None:
-        _edit_precheck(approval_pk, actor, arguments)
+    if approve:
+        call_pk = _approve_precheck(approval_pk, actor, arguments)
+    else:
+        call_pk = _CALL_OF.get(approval_pk=approval_pk)
     who = audit_as or Actor.user(actor)
-    call_pk = _CALL_OF.get(approval_pk=approval_pk)
     with call_step(call_pk) as step:
         approval = _locked(step, approval_pk)
         refusal = decision_refusal(approval=approval, user=actor)
@@ -263,18 +275,37 @@ def _locked(step: Step, approval_pk: int) -> ApprovalRequest:
     return approval
 
 
-def _edit_precheck(approval_pk: int, actor: User, arguments: Any) -> None:
-    """Before any lock, the edit's precondition (``arguments_edit_precondition``); who may not
-    decide learns nothing about the edit."""
-    approval = ApprovalRequest.objects.select_related("operation__tenant", "call").get(
-        pk=approval_pk
-    )
+def _approve_precheck(approval_pk: int, actor: User, arguments: Any) -> int:
+    """Before any lock (the tool's precondition may ask another system), whether approving can
+    have its effect: the precondition on the approval's arguments (:func:`precondition_failure`)
+    or, for an edit, on the operator's (``arguments_edit_precondition``). Returns the call's pk.
+    Who may not decide learns nothing about the call. Resume checks the precondition again."""
+    approval = _TO_APPROVE.get(approval_pk=approval_pk)
     refusal = decision_refusal(approval=approval, user=actor)
     if refusal:
         raise refusal
-    arguments_edit_precondition(
-        operation=approval.operation, call=approval.call, arguments=arguments
+    if arguments is not None:
+        operation, call = approval.operation, approval.call
+        arguments_edit_precondition(operation=operation, call=call, arguments=arguments)
+    elif failure := precondition_failure(approval=approval):
+        raise failure
+    return approval.call_id
+
+
+def precondition_failure(*, approval: ApprovalRequest) -> ApprovalError | None:
+    """``precondition_failed`` when the tool's precondition refuses the call with the arguments
+    ``approval`` asks about (the operator approves those: a call whose stored arguments no
+    longer match them is refused at resume), else ``None``. Reads ``approval.operation`` and
+    ``approval.call``; outside any transaction."""
+    refusal = precondition_refusal(
+        operation=approval.operation,
+        call=approval.call,
+        arguments=json.loads(approval.canonical_arguments),
     )
+    if refusal is None:
+        return None
+    message = f"The tool's precondition refuses this call now: {refusal.message}"
+    return ApprovalError("precondition_failed", message)
 
 
 def _decide(

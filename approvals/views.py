@@ -108,17 +108,16 @@ def detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpResponse:
     return render(request, "approvals/detail.html", context)
 
 
-def _dry_run_refusal(approval: ApprovalRequest) -> str | None:
-    """Why approving cannot have its effect, by the tool's dry run, or ``None``."""
+def _approve_blocked(approval: ApprovalRequest) -> str | None:
+    """Why approving is refused by the tool's dry run (its precondition), or ``None``: the
+    approval page disables Approve and says why (``approval_decide`` refuses it too)."""
     preview = _preview(approval)
-    if preview and preview.get("error"):
-        return f"The dry run says approving cannot work: {preview['error']}"
-    return None
+    return preview.get("error") if preview else None
 
 
-#: Refusals that mean someone or something else settled the approval first: the decide page
-#: says so and keeps what the operator typed.
-_STALE = frozenset({"already_decided", "superseded", "expired"})
+#: Refusals the decide page shows with what the operator typed kept: someone or something else
+#: settled the approval first, or the tool's precondition refuses the call now.
+_KEPT = frozenset({"already_decided", "superseded", "expired", "precondition_failed"})
 
 
 @login_required
@@ -134,11 +133,9 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         decision=decision,
         arguments=_pretty(approval.canonical_arguments),
     )
-    blocker = _blocker(request, approval) or (
-        _dry_run_refusal(approval) if decision == "approve" else None
-    )
-    if blocker and not posted:  # the detail page says why
-        return redirect("approvals:detail", public_id=public_id)
+    blocker = _blocker(request, approval)
+    if not posted and (blocker or (decision == "approve" and _approve_blocked(approval))):
+        return redirect("approvals:detail", public_id=public_id)  # the detail page says why
     if blocker:
         form.is_valid()
         form.add_error(None, f"Not recorded: {blocker}")
@@ -146,9 +143,12 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         try:
             return _decided(request, approval, decision, form)
         except ApprovalError as exc:
-            if exc.code != "invalid_edit" and exc.code not in _STALE:
+            if exc.code == "invalid_edit":
+                form.add_error("arguments", exc.message)
+            elif exc.code in _KEPT:
+                form.add_error(None, f"Not recorded: {exc.message}")
+            else:
                 raise  # shown on the approval page by refusals_shown
-            form.add_error("arguments" if exc.code == "invalid_edit" else None, exc.message)
     context = {
         "approval": approval,
         "decision": decision,
@@ -194,8 +194,8 @@ def _decided(
 @require_POST
 def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Approve or deny the approvals ticked in the queue, each decided on its own with every
-    check a single decision has (the dry run included for approvals); the page reports each
-    result. IDs outside the user's tenants are ignored."""
+    check a single decision has (the tool's precondition included for approvals); the page
+    reports each result. IDs outside the user's tenants are ignored."""
     form = BulkDecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Tick at least one approval (at most 50) and choose a decision.")
@@ -208,15 +208,12 @@ def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
         .select_related("operation__tenant", "call")
         .order_by("expires_at", "pk")
     )
-    refused = {a.pk: _dry_run_refusal(a) for a in approvals} if approve else {}
-    runnable = [a for a in approvals if not refused.get(a.pk)]
     results = approvals_decide_each(
-        approval_pks=[a.pk for a in runnable],
+        approval_pks=[a.pk for a in approvals],
         actor=request.user,
         approve=approve,
         reason=form.cleaned_data["reason"],
     )
-    outcome = {a.pk: exc.message if exc else None for a, exc in zip(runnable, results, strict=True)}
-    report = [(a, refused.get(a.pk) or outcome.get(a.pk)) for a in approvals]
+    report = [(a, exc.message if exc else None) for a, exc in zip(approvals, results, strict=True)]
     context = {"report": report, "decision": form.cleaned_data["decision"]}
     return render(request, "approvals/bulk.html", context)

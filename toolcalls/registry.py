@@ -96,11 +96,13 @@ class ToolSpec:
     - ``authorize(ctx, arguments) -> reason | None``: whether the operation's subject may use
       the resource the arguments name (a refund's order is the customer's); checked before the
       call is parked or run and again at resume. ``ctx`` names no call ID or key yet.
-    - ``precondition(ctx, arguments)``: raises :class:`ToolError` when the call may no longer run
-      (checked again at resume after approval).
+    - ``precondition(ctx, arguments)``: raises :class:`ToolError` when the call may no longer run:
+      checked before an approval is recorded (a refused one is not) and again at resume.
+      ``ctx`` names no idempotency key yet.
     - ``reconcile(ctx, idempotency_key) -> Reconciliation``: asks the downstream system whether
       an effect whose outcome was lost (timeout, crash) happened.
-    - ``preview(ctx, arguments) -> data``: a dry run showing an approver the effect (reads only).
+    - ``preview(ctx, arguments) -> data``: a dry run showing an approver the effect (reads
+      only), after the precondition holds; a :class:`ToolError` it raises is shown as a notice.
     - ``amount_field``: the argument that holds a money amount in cents, shown in the approval
       queue.
     - ``summary(ctx, arguments) -> {field: value}``: what the call means to the people who

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
+from tests import replies as r
 from tests.api.support import (
     DECIDE,
     READ,
@@ -56,9 +57,11 @@ def operator(demo: DemoSeed) -> APIClient:
     return keyed_client(demo.tenant, READ, DECIDE, name="review")[0]
 
 
-def _parked(client: APIClient, scenario: str = "refund_approve") -> tuple[str, dict[str, Any]]:
+def _parked(
+    client: APIClient, scenario: str = "refund_approve", **overrides: Any
+) -> tuple[str, dict[str, Any]]:
     """Start a refund that parks for approval; its operation ID and pending approval."""
-    operation = create(client, scenario)
+    operation = create(client, scenario, **overrides)
     assert operation["state"] == S.WAITING_APPROVAL
     results = get(client, "/approvals").json()["results"]
     (approval,) = [a for a in results if a["operation"] == operation["id"]]
@@ -188,6 +191,26 @@ def test_an_invalid_edit_is_400_and_leaves_the_approval_pending(
     assert error["message"]
     assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
     assert not LedgerEntry.objects.exists()
+
+
+def test_approving_what_the_tools_precondition_refuses_is_409_and_decides_nothing(
+    requester: APIClient, operator: APIClient
+) -> None:
+    """The console's disabled Approve, over the API: a draft another request paid (here the
+    same draft for a smaller amount) is refused; the same refund asked again is approved, and
+    its stored result answers it."""
+    _, paid = _parked(requester)
+    assert _decide(operator, paid["id"], decision="approve").status_code == 200
+    smaller = {**paid["arguments"], "amount_cents": 3000}
+    replies = [r.response(r.call("s2", "submit_refund", smaller)), r.final()]
+    _, other = _parked(requester, replies=replies)
+    error = error_of(_decide(operator, other["id"], decision="approve"), 409, "precondition_failed")
+    assert "already paid by another request" in error["message"]
+    assert get(operator, f"/approvals/{other['id']}").json()["state"] == ApprovalState.PENDING
+    again_id, again = _parked(requester)
+    assert _decide(operator, again["id"], decision="approve").status_code == 200
+    assert get(requester, f"/operations/{again_id}").json()["state"] == S.COMPLETED
+    assert LedgerEntry.objects.count() == 1
 
 
 def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:

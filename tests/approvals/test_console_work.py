@@ -206,7 +206,7 @@ def test_a_draft_changed_after_the_edit_is_still_refused_at_resume(parked, monke
     """The edit's precheck is advice; resume checks the precondition again."""
     approval = parked.approvals.get()
     edited = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 3000}
-    monkeypatch.setattr(approvals_services, "_edit_precheck", lambda *args: None)
+    monkeypatch.setattr(approvals_services, "arguments_edit_precondition", lambda **kwargs: None)
     RefundDraft.objects.filter(draft_id="RD-ORD-1001-1").update(amount_cents=2000)
     approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, arguments=edited)
     call = parked.calls.get(tool_name="submit_refund")

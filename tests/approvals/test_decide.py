@@ -17,6 +17,7 @@ from django.db.models.sql import compiler
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from approvals import services as approvals_services
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide, approvals_expire_due
 from approvals.states import ApprovalState
@@ -132,7 +133,23 @@ def test_policy_revision_changed_after_request_is_not_executed(parked) -> None:
     assert LedgerEntry.objects.count() == 0
 
 
-def test_order_refunded_elsewhere_while_pending_blocks_execution(parked) -> None:
+def test_order_refunded_elsewhere_while_pending_refuses_the_approval(parked) -> None:
+    Order.objects.filter(order_id="ORD-1001").update(refunded_cents=12000)
+    with pytest.raises(ApprovalError) as refused:
+        _decide(parked, operator())
+    assert refused.value.code == "precondition_failed"
+    assert "Only 999 cents can still be refunded" in refused.value.message
+    assert parked.approvals.get().state == ApprovalState.PENDING
+    call = parked.calls.get(tool_name="submit_refund")
+    assert call.state == CallState.WAITING_APPROVAL
+    assert not parked.events.filter(kind="approval.transition").exists()
+
+
+def test_order_refunded_elsewhere_after_the_decisions_check_blocks_execution(
+    parked, monkeypatch
+) -> None:
+    """The decision's check of the precondition is advice; resume checks it again."""
+    monkeypatch.setattr(approvals_services, "precondition_failure", lambda **kwargs: None)
     Order.objects.filter(order_id="ORD-1001").update(refunded_cents=12000)
     _decide(parked, operator())
     call = parked.calls.get(tool_name="submit_refund")

@@ -1,8 +1,9 @@
 """The console as an operator and support staff work it, in a real browser: a keyboard-only run
-through "approve & next", a dry run that refuses an already-paid draft, a stale decision that
-keeps the typed reason, an approval that shows expired at once, the outcome on top of the
-operation page, search by customer and order. Every page passes axe-core, fits 390 px, and is
-saved full-page at 1366 and 390 px under ``var/screenshots/``."""
+through "approve & next", a dry run that refuses a draft another request paid (and lets the same
+refund asked again through), a stale decision that keeps the typed reason, an approval that
+shows expired at once, the outcome on top of the operation page, search by customer and order.
+Every page passes axe-core, fits 390 px, and is saved full-page at 1366 and 390 px under
+``var/screenshots/``."""
 
 from __future__ import annotations
 
@@ -101,26 +102,33 @@ def test_keyboard_only_approve_and_next_through_the_queue(page: Page, demo: Any)
     check(page, "decisions")
 
 
-def test_an_already_paid_draft_cannot_be_approved(page: Page, demo: Any) -> None:
-    submit = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 4999}
+def test_a_draft_paid_by_another_request_cannot_be_approved(page: Page, demo: Any) -> None:
+    paying = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 4999}
     draft = {"order_id": "ORD-1001", "amount_cents": 4999, "reason": "damaged_item"}
     paid = start(
         demo,
         [
             r.response(r.call("d", "create_refund_draft", draft)),
-            r.response(r.call("s", "submit_refund", submit)),
+            r.response(r.call("s", "submit_refund", paying)),
             r.final(),
         ],
     )
-    again = start(demo, [r.response(r.call("s2", "submit_refund", submit))]).approvals.get()
+    smaller = {**paying, "amount_cents": 3000}
+    other = start(demo, [r.response(r.call("s2", "submit_refund", smaller))]).approvals.get()
+    again = start(demo, [r.response(r.call("s3", "submit_refund", paying))]).approvals.get()
     approval_decide(approval_pk=paid.approvals.get().pk, actor=operator(), approve=True)
 
     log_in(page, "operator")
-    page.goto(f"/console/approvals/{again.public_id}/")
-    expect(page.get_by_test_id("preview")).to_contain_text("already submitted")
+    page.goto(f"/console/approvals/{other.public_id}/")
+    expect(page.get_by_test_id("preview")).to_contain_text("already paid by another request")
     expect(page.get_by_test_id("approve-disabled")).to_have_attribute("aria-disabled", "true")
     expect(page.get_by_test_id("approve-blocked")).to_contain_text("approving would pay nothing")
     check(page, "approval-blocked")
+
+    page.goto(f"/console/approvals/{again.public_id}/")  # the same refund asked again
+    expect(page.get_by_test_id("preview")).to_contain_text("already submitted for this same refund")
+    expect(page.get_by_role("link", name="Approve…")).to_be_visible()
+    check(page, "approval-repeated")
 
 
 def test_a_stale_decision_says_so_and_keeps_the_reason(page: Page, demo: Any) -> None:

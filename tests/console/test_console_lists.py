@@ -28,6 +28,7 @@ from tests.factories import (
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.console.models import SearchKey
+from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import Operation
 from toolcalls.registry import ToolContext, ToolError
 from toolcalls.services.agents import AgentDefinition, agent_create
@@ -262,25 +263,52 @@ def test_a_stale_post_keeps_the_reason_and_says_why(demo) -> None:
     assert "Customer withdrew.</textarea>" in text
 
 
-def test_approving_against_a_failing_dry_run_is_refused(demo) -> None:
-    submit = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 4999}
+def _paid_then(demo: Any, submit: dict[str, Any]) -> ApprovalRequest:
+    """Pay draft RD-ORD-1001-1 in full (49.99), then park another operation's ``submit``."""
+    paying = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 4999}
     draft = {"order_id": "ORD-1001", "amount_cents": 4999, "reason": "damaged_item"}
     paid = start(
         demo,
         [
             r.response(r.call("d", "create_refund_draft", draft)),
-            r.response(r.call("s", "submit_refund", submit)),
+            r.response(r.call("s", "submit_refund", paying)),
             r.final(),
         ],
     )
-    again = start(demo, [r.response(r.call("s2", "submit_refund", submit))]).approvals.get()
+    replies = [r.response(r.call("s2", "submit_refund", submit)), r.final()]
+    parked = start(demo, replies).approvals.get()
     approval_decide(approval_pk=paid.approvals.get().pk, actor=operator(), approve=True)
-    response = _client("operator").post(
-        reverse("approvals:decide", args=[again.public_id, "approve"]), {"reason": "ok"}
+    return parked
+
+
+def test_approving_what_the_tools_precondition_refuses_is_refused(demo) -> None:
+    submit = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 3000}
+    other = _paid_then(demo, submit)
+    client = _client("operator")
+    url = reverse("approvals:decide", args=[other.public_id, "approve"])
+    assert client.get(url).status_code == 302  # the approval page says why
+    response = client.post(url, {"reason": "ok"})
+    text = response.content.decode()
+    assert "Not recorded: The tool&#x27;s precondition refuses this call now" in text
+    assert "already paid by another request" in text
+    bulk = client.post(
+        reverse("approvals:bulk"), {"approval": [other.public_id], "decision": "approve"}
     )
-    assert "Not recorded: The dry run says approving cannot work" in response.content.decode()
+    assert "already paid by another request" in bulk.content.decode()
+    other.refresh_from_db()
+    assert other.state == "PENDING"
+
+
+def test_the_same_refund_asked_again_can_be_approved_and_pays_nothing_more(demo) -> None:
+    submit = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 4999}
+    again = _paid_then(demo, submit)
+    client = _client("operator")
+    page = client.get(reverse("approvals:detail", args=[again.public_id])).content.decode()
+    assert "already submitted for this same refund" in page and "approve-disabled" not in page
+    client.post(reverse("approvals:decide", args=[again.public_id, "approve"]), {"reason": "ok"})
     again.refresh_from_db()
-    assert again.state == "PENDING"
+    assert again.state == "APPROVED" and again.operation.state == "COMPLETED"
+    assert LedgerEntry.objects.count() == 1
 
 
 def test_dates_follow_the_viewers_time_zone_with_utc_on_hover(demo) -> None:

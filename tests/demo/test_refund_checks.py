@@ -10,7 +10,7 @@ import pytest
 
 from toolcalls.demo.models import Order, RefundDraft
 from toolcalls.demo.services import CUSTOMER_REF
-from toolcalls.demo.tools import refund_precondition, refund_preview, refund_summary
+from toolcalls.demo.tools import refund_key, refund_precondition, refund_preview, refund_summary
 from toolcalls.registry import ToolContext, ToolError
 
 pytestmark = pytest.mark.django_db
@@ -82,3 +82,36 @@ def test_the_summary_of_a_draft_that_is_gone_still_gives_the_orders_currency(
         "order": "ORD-2001",
         "amount_cents": 4999,
     }
+
+
+def _paid(draft: RefundDraft, args: dict[str, Any]) -> None:
+    """``draft`` paid out for ``args``, as ``submit_refund`` records it."""
+    draft.status = RefundDraft.Status.SUBMITTED
+    draft.save(update_fields=["status"])
+    draft.ledger.create(
+        tenant_ref="acme",
+        refund_id=f"RF-{draft.draft_id}",
+        order=draft.order,
+        amount_cents=args["amount_cents"],
+        idempotency_key=refund_key(CTX, args),
+        operation_ref="op_x",
+        call_ref="c0",
+    )
+
+
+def test_a_paid_draft_passes_for_the_same_refund_and_its_preview_pays_nothing_more(
+    draft: RefundDraft,
+) -> None:
+    _paid(draft, _submit())
+    refund_precondition(CTX, _submit())  # the stored result answers it
+    preview = refund_preview(CTX, _submit())
+    assert preview["this_refund_cents"] == 0
+    assert "already submitted for this same refund" in preview["note"]
+
+
+def test_a_draft_paid_by_another_request_is_refused(draft: RefundDraft) -> None:
+    _paid(draft, _submit(amount_cents=3000))
+    with pytest.raises(ToolError) as raised:
+        refund_precondition(CTX, _submit())
+    assert raised.value.code == "DRAFT_ALREADY_SUBMITTED"
+    assert "already paid by another request" in raised.value.message

@@ -131,17 +131,33 @@ def _open_draft(ctx: ToolContext, args: Mapping[str, Any], *, lock: bool) -> Ref
     return draft
 
 
-def refund_precondition(ctx: ToolContext, args: Mapping[str, Any]) -> None:
-    """Checked again at resume: the draft still matches and the order can still cover it.
+def refund_key(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+    """The business intent of a refund: this customer's refund of this amount from this draft
+    of this order (``submit_refund``'s idempotency key)."""
+    return (
+        f"refund:{ctx.tenant_ref}:{ctx.subject_ref}:{args['order_id']}:{args['amount_cents']}:"
+        f"{args['draft_id']}"
+    )
 
-    A draft already submitted passes: the same intent then gets the stored result through its
-    idempotency key instead of a second refund.
+
+def refund_precondition(ctx: ToolContext, args: Mapping[str, Any]) -> None:
+    """Checked before an approval and again at resume: the draft still matches and the order
+    can still cover it.
+
+    A draft already submitted passes only for the same intent (:func:`refund_key`), which then
+    gets the stored result through its idempotency key instead of a second refund; a draft paid
+    by another request is ``DRAFT_ALREADY_SUBMITTED``, as the payout itself would say.
     """
     draft = _open_draft(ctx, args, lock=False)
-    if (
-        draft.status == RefundDraft.Status.OPEN
-        and args["amount_cents"] > draft.order.refundable_cents
-    ):
+    if draft.status != RefundDraft.Status.OPEN:
+        if not draft.ledger.filter(idempotency_key=refund_key(ctx, args)).exists():
+            raise ToolError(
+                "DRAFT_ALREADY_SUBMITTED",
+                f"{draft.draft_id} was already paid by another request: approving would pay "
+                "nothing.",
+            )
+        return
+    if args["amount_cents"] > draft.order.refundable_cents:
         raise ToolError(
             "REFUND_EXCEEDS_REMAINING",
             f"Only {draft.order.refundable_cents} cents can still be refunded on this order.",
@@ -198,23 +214,25 @@ def reconcile_refund(ctx: ToolContext, key: str) -> Reconciliation:
 
 
 def refund_preview(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What submitting would do to the order, in cents; reads only. A draft already submitted
-    is an error: approving would pay nothing more (the same intent gets its stored result,
-    another one ``DRAFT_ALREADY_SUBMITTED``)."""
+    """What submitting would do to the order, in cents; reads only. For a draft already
+    submitted (the same intent, as the precondition lets through) it pays nothing more: the
+    refund's stored result is returned, and ``note`` says so."""
     draft = _open_draft(ctx, args, lock=False)
-    if draft.status != RefundDraft.Status.OPEN:
-        raise ToolError(
-            "DRAFT_ALREADY_SUBMITTED",
-            f"{draft.draft_id} was already submitted: approving would pay nothing more.",
-        )
     order = draft.order
-    return {
+    paying = args["amount_cents"] if draft.status == RefundDraft.Status.OPEN else 0
+    preview = {
         "order_total_cents": order.total_cents,
         "already_refunded_cents": order.refunded_cents,
-        "this_refund_cents": args["amount_cents"],
-        "remaining_after_cents": order.refundable_cents - args["amount_cents"],
+        "this_refund_cents": paying,
+        "remaining_after_cents": order.refundable_cents - paying,
         "currency": order.currency,
     }
+    if not paying:
+        preview["note"] = (
+            f"{draft.draft_id} was already submitted for this same refund: approving pays "
+            "nothing more and gives the model that refund's result."
+        )
+    return preview
 
 
 def refund_summary(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -312,10 +330,7 @@ register(
         timeout_ms=2000,
         handler=submit_refund,
         authorize=refund_authorize,
-        idempotency_key=lambda ctx, a: (
-            f"refund:{ctx.tenant_ref}:{ctx.subject_ref}:{a['order_id']}:{a['amount_cents']}:"
-            f"{a['draft_id']}"
-        ),
+        idempotency_key=refund_key,
         precondition=refund_precondition,
         reconcile=reconcile_refund,
         preview=refund_preview,

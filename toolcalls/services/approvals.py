@@ -35,7 +35,8 @@ from toolcalls.states import CallState
 
 class ApprovalError(CallgateError):
     """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
-    ``already_decided``, ``superseded``, ``expired``, ``reason_required`` or ``invalid_edit``."""
+    ``already_decided``, ``superseded``, ``expired``, ``reason_required``, ``invalid_edit`` or
+    ``precondition_failed``."""
 
 
 @dataclass(frozen=True)
@@ -128,22 +129,37 @@ def arguments_edit_check(
     )
 
 
+def precondition_refusal(
+    *, operation: Operation, call: ToolCall, arguments: Mapping[str, Any]
+) -> ToolError | None:
+    """The :class:`ToolError` the tool's business precondition (``ToolSpec.precondition``)
+    raises for ``call`` with ``arguments`` now, or ``None`` when it holds or the tool (as the
+    operation's catalogue has it) has none. The precondition may ask another system: call this
+    outside any transaction."""
+    spec = catalogue.tool_spec(operation, call.tool_name)
+    if spec is None or spec.precondition is None:
+        return None
+    try:
+        spec.precondition(tool_context(operation, call), arguments)
+    except ToolError as exc:
+        return exc
+    return None
+
+
 def arguments_edit_precondition(*, operation: Operation, call: ToolCall, arguments: Any) -> None:
     """Before any lock: an edit that validates but that the tool's precondition already refuses
     (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
     than an approval used up on a call that fails at resume. The precondition may ask another
     system, so it runs outside the decision's transaction; resume checks it again."""
-    spec = catalogue.tool_spec(operation, call.tool_name)
-    if spec is None or spec.precondition is None or not isinstance(arguments, Mapping):
+    if not isinstance(arguments, Mapping):
         return
     normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
     verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
     if verdict.rejected or normalized.value is None:
         return  # refused with its own message inside the transaction
-    try:
-        spec.precondition(tool_context(operation, call), normalized.value)
-    except ToolError as exc:
-        raise ApprovalError("invalid_edit", exc.message) from None
+    refusal = precondition_refusal(operation=operation, call=call, arguments=normalized.value)
+    if refusal is not None:
+        raise ApprovalError("invalid_edit", refusal.message)
 
 
 def call_decide(
@@ -190,12 +206,11 @@ def call_resume(*, call_pk: int) -> None:
     chain's own code) and nothing runs.
     """
     call, problem = _RESUMED.get(call_pk=call_pk), None
-    spec = catalogue.tool_spec(call.operation, call.tool_name)
-    if spec and spec.precondition and call.state == CallState.APPROVED:
-        try:
-            spec.precondition(tool_context(call.operation, call), call.arguments or {})
-        except ToolError as exc:
-            problem = (exc.code, exc.message)
+    if call.state == CallState.APPROVED:
+        refusal = precondition_refusal(
+            operation=call.operation, call=call, arguments=call.arguments or {}
+        )
+        problem = (refusal.code, refusal.message) if refusal else None
     call_execute(call_pk=call_pk, precheck=partial(_still_approved, problem=problem))
 
 
