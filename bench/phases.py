@@ -42,17 +42,16 @@ from toolcalls.services import execution, turns
 from toolcalls.services.catalogue import tenant_tools_enable
 from toolcalls.services.enqueue import continuing
 from toolcalls.services.operations import operation_start
+from toolcalls.services.watching import operation_watch
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 Figures = dict[str, float | None]
 _STARTED = time.monotonic()
 #: States an operation of the bench ends in; ESCALATED means a guard tripped (a bench bug).
 _DONE = frozenset({*OPERATION_TERMINAL, OperationState.ESCALATED})
-#: How often this process looks at an operation it waits for: often enough to add little to an
-#: end-to-end time, rarely enough not to compete with the worker for the CPU.
+#: How often this process would look at an operation it waits for on a database that cannot
+#: say when one changes (the bench runs on PostgreSQL, which does).
 _POLL_S = 0.005
-#: For waits whose length is not measured.
-_SLOW_POLL_S = 0.05
 #: Statements a turn does not count: transaction control.
 _CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 
@@ -160,16 +159,18 @@ def _state(operation_pk: int) -> str:
     return Operation.objects.values_list("state", flat=True).get(pk=operation_pk)
 
 
-def _wait_state(
-    operation_pk: int, states: Iterable[str], *, timeout_s: float = 60, poll_s: float = _POLL_S
-) -> str:
+def _wait_state(operation_pk: int, states: Iterable[str], *, timeout_s: float = 60) -> str:
+    """Wait until the operation is in one of ``states`` (or done), as a client that follows it
+    does: told by the database when a step of it commits (``operation_watch``), reading its
+    state then, with no poll interval in between."""
     wanted = frozenset(states)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        state = _state(operation_pk)
-        if state in wanted or state in _DONE:
-            return state
-        time.sleep(poll_s)
+    with operation_watch(operation_pk=operation_pk, poll_s=_POLL_S) as wait:
+        while (left := deadline - time.monotonic()) > 0:
+            state = _state(operation_pk)
+            if state in wanted or state in _DONE:
+                return state
+            wait(left)
     raise RuntimeError(f"operation {operation_pk} did not reach {sorted(wanted)} in {timeout_s} s")
 
 
@@ -348,8 +349,7 @@ def turn_latency(world: World, sizes: Sizes) -> Figures:
     for number in range(sizes.latency_operations):
         operation = _lookup_operation(world, script)
         pks.append(operation.pk)
-        # Timed inside the worker: poll slowly, so this process takes no CPU from it.
-        state = _wait_state(operation.pk, _DONE, poll_s=_SLOW_POLL_S)
+        state = _wait_state(operation.pk, _DONE)  # timed inside the worker
         if state != OperationState.COMPLETED:
             raise RuntimeError(f"{operation.public_id} ended {state}")
         if (number + 1) % 20 == 0:

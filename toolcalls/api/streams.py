@@ -6,11 +6,14 @@ Every audit event of the operation becomes one SSE event, in order: ``id`` is it
 call submit_refund"). Once the operation has ended and every event was sent, one ``end`` event
 carries the operation (its state, final text and reason) and the stream closes.
 
-The stream polls: each poll is one short autocommit read (no transaction is held open between
-polls, so none sits idle in transaction), then the thread sleeps ``CALLGATE_API_STREAM_POLL_S``
-seconds. A stream lasts at most ``CALLGATE_API_STREAM_MAX_S`` seconds; then it closes and the
-client reconnects with ``Last-Event-ID``, as EventSource does by itself. A comment line every
-``KEEPALIVE_S`` seconds keeps proxies from closing an idle stream.
+Each read is one short autocommit read (no transaction is held open between reads, so none
+sits idle in transaction); then the thread waits for the operation's next committed change
+(``toolcalls.services.watching``: on PostgreSQL the database says when one commits, so events
+arrive as they are recorded) for at most ``CALLGATE_API_STREAM_POLL_S`` seconds, the time
+between reads on a database that cannot say so (SQLite). A stream lasts at most
+``CALLGATE_API_STREAM_MAX_S`` seconds; then it closes and the client reconnects with
+``Last-Event-ID``, as EventSource does by itself. A comment line every ``KEEPALIVE_S`` seconds
+keeps proxies from closing an idle stream.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from django.db import connection
 from approvals.models import ApprovalRequest
 from toolcalls.api.serializers import EventSerializer, OperationSerializer
 from toolcalls.models import AuditEvent, Operation
+from toolcalls.services.watching import Wait, operation_watch
 from toolcalls.states import OPERATION_TERMINAL, AuditKind
 
 #: Seconds between comment lines on a stream that has nothing new.
@@ -56,8 +60,14 @@ def sse(*, event: str, data: Any, event_id: int | None = None) -> bytes:
 def operation_stream(*, operation_pk: int, after: int) -> Iterator[bytes]:
     """The operation's events after sequence ``after``, then ``end`` once it has ended; stops
     after ``CALLGATE_API_STREAM_MAX_S`` seconds."""
-    started = last_sent = time.monotonic()
     yield b"retry: 1000\n\n"  # reconnect after a second when the stream closes early
+    poll_s = settings.CALLGATE_API_STREAM_POLL_S
+    with operation_watch(operation_pk=operation_pk, poll_s=poll_s) as wait:
+        yield from _stream(operation_pk, after, wait)
+
+
+def _stream(operation_pk: int, after: int, wait: Wait) -> Iterator[bytes]:
+    started = last_sent = time.monotonic()
     while time.monotonic() - started < settings.CALLGATE_API_STREAM_MAX_S:
         ended = _ended(operation_pk)  # read first: events up to the ending are then all visible
         events = _events(operation_pk, after)
@@ -76,7 +86,7 @@ def operation_stream(*, operation_pk: int, after: int) -> Iterator[bytes]:
         if time.monotonic() - last_sent >= KEEPALIVE_S:
             yield b": keep-alive\n\n"
             last_sent = time.monotonic()
-        time.sleep(settings.CALLGATE_API_STREAM_POLL_S)
+        wait(settings.CALLGATE_API_STREAM_POLL_S)
 
 
 def _ended(operation_pk: int) -> bool:

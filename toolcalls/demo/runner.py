@@ -23,10 +23,12 @@ from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.errors import CallgateError
 from toolcalls.models import AuditEvent, Operation
 from toolcalls.services.operations import operation_start
+from toolcalls.services.watching import Wait, operation_watch
 from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 #: Demo operator's denial reason, sent to the model.
 DENY_REASON = "Refunds for cosmetic damage need a photo first."
+#: Seconds between reads where the database cannot say when the operation changes (SQLite).
 POLL_S = 0.05
 
 
@@ -83,6 +85,20 @@ def scenario_run(*, path: Path, options: RunOptions, out: Callable[[str], None])
 def _watch(
     operation: Operation, options: RunOptions, operator: Any, out: Callable[[str], None]
 ) -> Operation:
+    """Print the operation's events as they come and decide its approvals as ``options`` say,
+    until it ends, escalates or parks with nothing left to do; woken by each committed step
+    (``operation_watch``), reading at least every second all the same."""
+    with operation_watch(operation_pk=operation.pk, poll_s=POLL_S) as wait:
+        return _follow(operation, options, operator, out, wait)
+
+
+def _follow(
+    operation: Operation,
+    options: RunOptions,
+    operator: Any,
+    out: Callable[[str], None],
+    wait: Wait,
+) -> Operation:
     deadline = time.monotonic() + options.timeout_s
     last_seq = 0
     while True:
@@ -102,11 +118,12 @@ def _watch(
                 continue
             if not options.decision and _quiet(operation):
                 return operation
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left < 0:
             raise ScenarioTimeout(
                 f"{operation.public_id} still {operation.state} after {options.timeout_s:.0f} s"
             )
-        time.sleep(POLL_S)
+        wait(min(left, 1.0))
 
 
 def _quiet(operation: Operation) -> bool:

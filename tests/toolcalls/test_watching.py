@@ -1,0 +1,84 @@
+"""Waiting for an operation: on PostgreSQL the commit of a step that appends to its audit trail
+wakes the waiter at once; another operation's, a rolled-back one's or none leave it to its
+timeout; inside a transaction (where nothing is delivered) it sleeps its poll interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from django.db import connection, transaction
+
+from tests.factories import OperationFactory
+from toolcalls.actors import ENGINE
+from toolcalls.models import Operation
+from toolcalls.services.audit import audit_record
+from toolcalls.services.watching import operation_watch
+from toolcalls.states import AuditKind
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Rollback(Exception):
+    pass
+
+
+def _appended(operation_pk: int, *, commit: bool = True) -> None:
+    """An event appended to the operation's trail on another connection (committed or not)."""
+    try:
+        with transaction.atomic():
+            operation = Operation.objects.select_for_update().get(pk=operation_pk)
+            audit_record(operation=operation, kind=AuditKind.OPERATION_BODIES_PRUNED, actor=ENGINE)
+            if not commit:
+                raise Rollback
+    except Rollback:
+        pass
+    finally:
+        connection.close()
+
+
+def _waited(
+    wait: Callable[[float], None], timeout_s: float, meanwhile: Callable[[], None]
+) -> float:
+    """Seconds ``wait(timeout_s)`` took while ``meanwhile`` ran in another thread."""
+    worker = threading.Thread(target=meanwhile)
+    started = time.monotonic()
+    worker.start()
+    wait(timeout_s)
+    waited = time.monotonic() - started
+    worker.join()
+    return waited
+
+
+def test_a_committed_step_wakes_the_waiter_at_once() -> None:
+    operation = OperationFactory.create()
+    with operation_watch(operation_pk=operation.pk, poll_s=30) as wait:
+        assert _waited(wait, 30, lambda: _appended(operation.pk)) < 5
+
+
+def test_another_operation_or_a_rolled_back_step_does_not_wake_it() -> None:
+    watched, other = OperationFactory.create(), OperationFactory.create()
+    with operation_watch(operation_pk=watched.pk, poll_s=30) as wait:
+        assert _waited(wait, 0.5, lambda: _appended(other.pk)) >= 0.5
+        assert _waited(wait, 0.5, lambda: _appended(watched.pk, commit=False)) >= 0.5
+
+
+def test_a_change_while_nobody_waited_still_counts() -> None:
+    operation = OperationFactory.create()
+    with operation_watch(operation_pk=operation.pk, poll_s=30) as wait:
+        worker = threading.Thread(target=lambda: _appended(operation.pk))
+        worker.start()
+        worker.join()
+        started = time.monotonic()
+        wait(30)
+        assert time.monotonic() - started < 5
+
+
+def test_inside_a_transaction_it_sleeps_its_poll_interval() -> None:
+    operation = OperationFactory.create()
+    with transaction.atomic(), operation_watch(operation_pk=operation.pk, poll_s=0.2) as wait:
+        started = time.monotonic()
+        wait(30)
+        assert 0.2 <= time.monotonic() - started < 5
