@@ -6,6 +6,8 @@ bugs. TRUNCATE fires no row trigger, so test flushes keep working. A no-op on ot
 
 from django.db import migrations
 
+from toolcalls.migrations._postgresql import on_postgresql
+
 TRIGGER = "toolcalls_auditevent_append_only"
 
 CREATE = f"""
@@ -27,15 +29,6 @@ DROP FUNCTION IF EXISTS {TRIGGER}();
 """
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            # params=None: the SQL is sent as is (its % are PL/pgSQL placeholders).
-            schema_editor.execute(sql, params=None)
-
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -43,5 +36,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(CREATE), _on_postgresql(DROP)),
+        migrations.RunPython(on_postgresql(CREATE), on_postgresql(DROP)),
     ]

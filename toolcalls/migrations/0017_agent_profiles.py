@@ -8,6 +8,8 @@ trigger. A no-op on other databases.
 import django.db.models.deletion
 from django.db import migrations, models
 
+from toolcalls.migrations._postgresql import on_postgresql
+
 
 TRIGGER = "toolcalls_agentrevision_immutable"
 
@@ -28,15 +30,6 @@ DROP = f"""
 DROP TRIGGER IF EXISTS {TRIGGER} ON toolcalls_agentrevision;
 DROP FUNCTION IF EXISTS {TRIGGER}();
 """
-
-
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            # params=None: the SQL is sent as is (its % are PL/pgSQL placeholders).
-            schema_editor.execute(sql, params=None)
-
-    return run
 
 
 class Migration(migrations.Migration):
@@ -104,5 +97,5 @@ class Migration(migrations.Migration):
             model_name='agentrevision',
             constraint=models.UniqueConstraint(fields=('profile', 'number'), name='agent_revision_unique'),
         ),
-        migrations.RunPython(_on_postgresql(CREATE), _on_postgresql(DROP)),
+        migrations.RunPython(on_postgresql(CREATE), on_postgresql(DROP)),
     ]

@@ -12,6 +12,8 @@ databases.
 
 from django.db import migrations
 
+from toolcalls.migrations._postgresql import on_postgresql
+
 FUNCTION = "toolcalls_auditevent_notify"
 
 CREATE = f"""
@@ -34,14 +36,6 @@ DROP FUNCTION IF EXISTS {FUNCTION}();
 """
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql, params=None)
-
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -49,5 +43,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(CREATE), _on_postgresql(DROP)),
+        migrations.RunPython(on_postgresql(CREATE), on_postgresql(DROP)),
     ]
