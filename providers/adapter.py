@@ -72,6 +72,12 @@ def error_reason(error: Mapping[str, Any], fields: Sequence[str]) -> str | None:
     return reason
 
 
+def named(field: str, value: str | None) -> str:
+    """What a payload's ``field`` says, as a message names it: ``field 'value'``, or
+    ``no field`` when the payload gives none (a message never says ``None``)."""
+    return f"{field} {value!r}" if value is not None else f"no {field}"
+
+
 def api_failure(
     *,
     raw_reason: str | None,

@@ -48,3 +48,10 @@ def reason_code(reason: str) -> str | None:
     ``"MAX_TURNS"`` for ``"MAX_TURNS: 8 model turns used, limit 8"``; ``None`` for no reason."""
     match = _HEAD.match(reason)
     return match.group(0) if match else None
+
+
+def with_detail(text: str, detail: str | None) -> str:
+    """``"<text> (<detail>)"``, or ``text`` alone when there is no ``detail`` (``None`` or
+    empty): a part the provider did not give is left out of a reason, never written as
+    ``None``."""
+    return f"{text} ({detail})" if detail else text

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from providers.adapter import UsageFields, api_failure
+from providers.adapter import UsageFields, api_failure, named
 from providers.base import Outcome, ParsedReply, ProposedCall, Usage
 from providers.errors import code_is_retryable
 from providers.payload import items, joined, obj, text
@@ -135,11 +135,8 @@ def classify(
         return ParsedReply(outcome=Outcome.TOOL_PROPOSALS, calls=proposed, **common)
     if stop_reason in _COMPLETIONS and visible is not None:
         return ParsedReply(outcome=Outcome.FINAL_TEXT, **common)
-    return ParsedReply(
-        outcome=Outcome.MALFORMED,
-        error_message=f"{REVISION}: stop_reason {stop_reason!r} with neither text nor calls",
-        **common,
-    )
+    problem = f"{named('stop_reason', stop_reason)}, and neither text nor calls"
+    return ParsedReply(outcome=Outcome.MALFORMED, error_message=f"{REVISION}: {problem}", **common)
 
 
 def visible_text(content: Sequence[Mapping[str, Any]]) -> str | None:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import UsageFields, api_failure
+from providers.adapter import UsageFields, api_failure, named
 from providers.base import Outcome, ParsedReply, ProposedCall, Usage
 from providers.errors import code_is_retryable
 from providers.payload import items, joined, obj, text
@@ -92,7 +92,7 @@ def parse_response(body: Mapping[str, Any], max_argument_bytes: int) -> ParsedRe
     if reason in TRUNCATED_REASONS:
         return ParsedReply(outcome=Outcome.TRUNCATED, **common)
     if reason != NORMAL_REASON:
-        detail = text(candidate.get("finishMessage")) or f"finish reason {reason!r}"
+        detail = text(candidate.get("finishMessage")) or named("finish reason", reason)
         return ParsedReply(
             outcome=Outcome.MALFORMED,
             error_message=f"{REVISION}: {detail}",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import UsageFields
+from providers.adapter import UsageFields, named
 from providers.arguments import decode_arguments, is_cut_off
 from providers.base import Outcome, ParsedReply, ProposedCall
 from providers.errors import code_is_retryable, status_is_retryable
@@ -88,13 +88,13 @@ def parse_interaction(body: Mapping[str, Any]) -> ParsedReply:
     if status in _CUT_STATUSES:
         return ParsedReply(outcome=Outcome.TRUNCATED, raw_reason=status, **common)
     if status not in _NORMAL_STATUSES:
-        message = f"{REVISION}: interaction status {status!r} is not a finished state"
+        message = f"{REVISION}: the interaction is not finished ({named('status', status)})"
         return ParsedReply(
             outcome=Outcome.MALFORMED, raw_reason=status, error_message=message, **common
         )
     if blocked:
         # A model_output step that failed for a non-safety reason: nothing usable came back.
-        message = f"{REVISION}: a model_output step carries an error ({reason})"
+        message = f"{REVISION}: a model_output step carries an error ({named('reason', reason)})"
         return ParsedReply(
             outcome=Outcome.MALFORMED, raw_reason=reason or status, error_message=message, **common
         )

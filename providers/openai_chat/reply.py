@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import UsageFields, api_failure, error_reason, malformed
+from providers.adapter import UsageFields, api_failure, error_reason, malformed, named
 from providers.arguments import decode_argument_text, is_cut_off
 from providers.base import Outcome, ParsedReply, ProposedCall, Usage
 from providers.errors import code_is_retryable
@@ -182,7 +182,7 @@ def classify(
         return ParsedReply(outcome=Outcome.TOOL_PROPOSALS, calls=tuple(calls), **common)
     if finish == "stop" and visible is not None:
         return ParsedReply(outcome=Outcome.FINAL_TEXT, **common)
-    reason = f"finish_reason {finish!r}" + (
-        "" if calls or visible else " with neither text nor calls"
+    reason = named("finish_reason", finish) + (
+        "" if calls or visible else ", and neither text nor calls"
     )
     return ParsedReply(outcome=Outcome.MALFORMED, error_message=f"{REVISION}: {reason}", **common)

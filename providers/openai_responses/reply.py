@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.adapter import UsageFields
+from providers.adapter import UsageFields, named
 from providers.arguments import decode_argument_text, is_cut_off
 from providers.base import Outcome, ParsedReply, ProposedCall
 from providers.errors import code_is_retryable
@@ -46,7 +46,10 @@ def parse_response(body: Mapping[str, Any]) -> ParsedReply:
         outcome = Outcome.REFUSAL if reason == "content_filter" else Outcome.TRUNCATED
         return ParsedReply(outcome=outcome, raw_reason=reason, **common)
     if status != "completed":
-        return ParsedReply(outcome=Outcome.MALFORMED, raw_reason=status, **common)
+        message = f"{REVISION}: the response is not finished ({named('status', status)})"
+        return ParsedReply(
+            outcome=Outcome.MALFORMED, raw_reason=status, error_message=message, **common
+        )
     if refused:
         return ParsedReply(outcome=Outcome.REFUSAL, raw_reason=status, **common)
     calls = [item for item in output if item.get("type") == "function_call"]
@@ -67,7 +70,10 @@ def parse_response(body: Mapping[str, Any]) -> ParsedReply:
         )
     if visible is not None:
         return ParsedReply(outcome=Outcome.FINAL_TEXT, raw_reason=status, **common)
-    return ParsedReply(outcome=Outcome.MALFORMED, raw_reason=status, **common)
+    message = f"{REVISION}: completed with neither text nor calls"
+    return ParsedReply(
+        outcome=Outcome.MALFORMED, raw_reason=status, error_message=message, **common
+    )
 
 
 def _proposed_call(item: Mapping[str, Any]) -> ProposedCall:

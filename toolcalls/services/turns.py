@@ -29,6 +29,7 @@ from toolcalls import catalogue, faultpoints, telemetry
 from toolcalls.actors import ENGINE
 from toolcalls.guards import cost_micros, turn_trip
 from toolcalls.models import ModelTurn, Operation, ToolCall
+from toolcalls.reasons import with_detail
 from toolcalls.services.connections import record_retrying, transient
 from toolcalls.services.dispatch import call_set_dispatch
 from toolcalls.services.enqueue import Claimed, enqueue_turn
@@ -398,8 +399,8 @@ def _count(step: Step, turn: ModelTurn, model: str) -> None:
 
 _FINAL = {
     Outcome.FINAL_TEXT: (OperationState.COMPLETED, ""),
-    Outcome.REFUSAL: (OperationState.REFUSED, "REFUSAL: the model declined ({})"),
-    Outcome.TRUNCATED: (OperationState.INCOMPLETE, "TRUNCATED: the reply was cut off ({})"),
+    Outcome.REFUSAL: (OperationState.REFUSED, "REFUSAL: the model declined"),
+    Outcome.TRUNCATED: (OperationState.INCOMPLETE, "TRUNCATED: the reply was cut off"),
 }
 
 
@@ -422,7 +423,7 @@ def _advance(step: Step, turn: ModelTurn, parsed: ParsedReply) -> None:
         if outcome is not Outcome.TRUNCATED:
             operation.final_text = storable(parsed.text or "")
             step.change(operation, "final_text")
-        move(state, reason.format(parsed.raw_reason))
+        move(state, reason and with_detail(reason, parsed.raw_reason))
     elif outcome is Outcome.MALFORMED:
         _malformed(step, parsed, move)
     elif outcome is Outcome.PAUSED:
@@ -465,7 +466,7 @@ def _malformed(step: Step, parsed: ParsedReply, move: Move) -> None:
         enqueue_turn(step, operation_pk=operation.pk)
         return
     problem = parsed.error_message or "a reply with neither usable text nor a tool call"
-    move(OperationState.FAILED, f"MALFORMED_REPLY: {problem} ({parsed.raw_reason})")
+    move(OperationState.FAILED, with_detail(f"MALFORMED_REPLY: {problem}", parsed.raw_reason))
 
 
 def _malformed_streak(operation: Operation) -> int:
@@ -483,7 +484,7 @@ def _malformed_streak(operation: Operation) -> int:
 
 def _api_failure(step: Step, parsed: ParsedReply, move: Move) -> None:
     operation = step.operation
-    message = f"API_FAILURE {parsed.raw_reason}: {parsed.error_message or ''}".strip()
+    message = _failure_text(parsed)
     wait = parsed.retry_after_s
     if wait is not None and wait > settings.CALLGATE_RETRY_AFTER_MAX_S:
         move(OperationState.FAILED, f"{message} (the provider asked to wait {wait:.0f} s)")
@@ -498,6 +499,13 @@ def _api_failure(step: Step, parsed: ParsedReply, move: Move) -> None:
     step.change(operation, "retry_count", "wake_at")
     move(OperationState.MODEL_REQUESTED, retry=operation.retry_count, delay_s=delay_s)
     enqueue_turn(step, operation_pk=operation.pk, countdown_s=delay_s)
+
+
+def _failure_text(parsed: ParsedReply) -> str:
+    """``API_FAILURE <reason>: <message>``: the provider's reason (its error code, type or
+    status), then its message; a part it did not give is left out with its separator."""
+    head = f"API_FAILURE {parsed.raw_reason}" if parsed.raw_reason else "API_FAILURE"
+    return f"{head}: {parsed.error_message}" if parsed.error_message else head
 
 
 def retry_delay_s(*, attempt: int, retry_after_s: float | None) -> float:
