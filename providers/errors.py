@@ -1,7 +1,8 @@
 """How provider failures are classified: retryable or permanent, and how long to wait.
 
 Sources: the official SDKs' ``_should_retry`` (openai-python / anthropic-sdk-python
-``_base_client.py``: 408, 409, 429 and 5xx, ``retry-after-ms`` then ``retry-after``), OpenAI
+``_base_client.py``: 408, 409, 429 and 5xx, ``retry-after-ms`` then ``retry-after``), RFC 9110
+§10.2.3 (``Retry-After``: delta-seconds or an HTTP-date, §5.6.7), OpenAI
 "Error codes" (https://platform.openai.com/docs/guides/error-codes: ``insufficient_quota`` is a
 spent quota, not a rate), Anthropic "Errors" (https://platform.claude.com/docs/en/api/errors: 529
 ``overloaded_error``), and Google's "Troubleshooting guide"
@@ -11,9 +12,10 @@ spent quota, not a rate), Anthropic "Errors" (https://platform.claude.com/docs/e
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 #: Statuses where sending the same request again may succeed (529 is Anthropic's "overloaded").
@@ -60,33 +62,72 @@ def code_is_retryable(code: str | None) -> bool:
     return code in RETRYABLE_CODES
 
 
-_GOOGLE_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+#: The longest delay read from a reply, in seconds (a day); a longer one reads as a day. Callgate
+#: waits at most ``CALLGATE_RETRY_AFTER_MAX_S`` (minutes) and fails the operation beyond it, so a
+#: day is "too long" whatever the header said, and no header of any length becomes a number
+#: larger than this in a delay, a message or a stored reason.
+MAX_RETRY_AFTER_S = 86_400.0
+#: A delay as a non-negative decimal number: RFC 9110's delta-seconds (``1*DIGIT``), with the
+#: fraction the SDKs also read (``float(retry_after)``); no sign, exponent, ``nan`` or ``inf``.
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+#: A ``google.protobuf.Duration`` in JSON: seconds, then ``s``.
+_GOOGLE_DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)s")
+#: Longer than any of the three HTTP-date forms (RFC 9110 §5.6.7; the longest is 33 characters).
+_MAX_DATE_LENGTH = 64
 
 
 def _seconds(text: str, scale: float = 1.0) -> float | None:
-    try:
-        value = float(text) / scale
-    except ValueError:
+    """``text`` (a decimal number of units, ``scale`` of them a second) in seconds, at most
+    :data:`MAX_RETRY_AFTER_S`; ``None`` when it is no such number."""
+    value = text.strip()
+    if not _NUMBER.fullmatch(value):
         return None
-    return value if math.isfinite(value) and value >= 0 else None
+    return min(float(value) / scale, MAX_RETRY_AFTER_S)  # 400 digits are inf: a day too
+
+
+def _http_date(text: str) -> datetime | None:
+    """An HTTP-date in any of its three forms, in UTC (RFC 9110 §5.6.7); ``None`` otherwise."""
+    if len(text) > _MAX_DATE_LENGTH:
+        return None
+    try:
+        when = parsedate_to_datetime(text.strip())
+    except (ValueError, OverflowError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _until(text: str, headers: Mapping[str, str]) -> float | None:
+    """Seconds from the reply's ``date`` to the HTTP-date ``text``, 0 when it has passed and
+    at most :data:`MAX_RETRY_AFTER_S`. Counted on the provider's own clock, as it sent both,
+    so the adapter reads no clock of its own; ``None`` without a readable ``date``."""
+    when, sent = _http_date(text), _http_date(headers.get("date", ""))
+    if when is None or sent is None:
+        return None
+    return min(max((when - sent).total_seconds(), 0.0), MAX_RETRY_AFTER_S)
 
 
 def retry_after_seconds(headers: Mapping[str, str], body: Any = None) -> float | None:
     """Delay in seconds the provider asked for: ``retry-after-ms`` (ms), then ``retry-after``
-    (seconds), then a Google ``google.rpc.RetryInfo`` ``retryDelay`` in the body; else ``None``.
-    A delay written only in the message text, negative or not finite does not count."""
-    if (
-        "retry-after-ms" in headers
-        and (delay := _seconds(headers["retry-after-ms"], 1000)) is not None
+    (delta-seconds, or an HTTP-date counted from the reply's ``date``), then a Google
+    ``google.rpc.RetryInfo`` ``retryDelay`` in the body; else ``None``. A delay written only in
+    the message text, or in any other form (negative, ``nan``, an exponent), does not count;
+    one longer than :data:`MAX_RETRY_AFTER_S` reads as that."""
+    if "retry-after-ms" in headers and (
+        (delay := _seconds(headers["retry-after-ms"], 1000)) is not None
     ):
         return delay
-    if "retry-after" in headers and (delay := _seconds(headers["retry-after"])) is not None:
-        return delay
+    if "retry-after" in headers:
+        value = headers["retry-after"]
+        delay = _seconds(value)
+        if delay is None:
+            delay = _until(value, headers)
+        if delay is not None:
+            return delay
     error = body.get("error") if isinstance(body, Mapping) else None
     details = error.get("details") if isinstance(error, Mapping) else None
     for detail in details if isinstance(details, list) else []:
         if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith("RetryInfo"):
-            match = _GOOGLE_DELAY.match(str(detail.get("retryDelay", "")))
+            match = _GOOGLE_DELAY.fullmatch(str(detail.get("retryDelay", "")).strip())
             if match:
-                return float(match.group(1))
+                return _seconds(match.group(1))
     return None

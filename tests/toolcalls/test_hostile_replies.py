@@ -199,3 +199,17 @@ def test_retry_after_beyond_the_limit_fails_instead_of_waiting_for_ever(demo) ->
         demo, [r.http_error(429, "rate_limit_exceeded", retry_after="nan"), r.final()]
     )
     assert unreadable.state == S.COMPLETED  # an unreadable delay is ignored; backoff applies
+
+
+@pytest.mark.parametrize("digits", [300, 400])
+def test_a_huge_retry_after_is_shown_bounded_never_copied(demo, digits: int) -> None:
+    huge = "9" * digits
+    operation = start(demo, [r.http_error(429, "rate_limit_exceeded", retry_after=huge), r.final()])
+    assert operation.state == S.FAILED
+    assert operation.terminal_reason == (
+        "API_FAILURE rate_limit_exceeded: rate_limit_exceeded happened "
+        "(the provider asked to wait 86400 s)"
+    )
+    failed = operation.events.get(to_state=S.FAILED)
+    assert failed.details["reason"] == operation.terminal_reason
+    assert "9999999" not in json.dumps([e.details for e in operation.events.all()])
