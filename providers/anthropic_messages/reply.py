@@ -135,7 +135,9 @@ def classify(
         return ParsedReply(outcome=Outcome.TOOL_PROPOSALS, calls=proposed, **common)
     if stop_reason in _COMPLETIONS and visible is not None:
         return ParsedReply(outcome=Outcome.FINAL_TEXT, **common)
-    problem = f"{named('stop_reason', stop_reason)}, and neither text nor calls"
+    problem = named("stop_reason", stop_reason) + (
+        "" if calls or visible else ", and neither text nor calls"
+    )
     return ParsedReply(outcome=Outcome.MALFORMED, error_message=f"{REVISION}: {problem}", **common)
 
 

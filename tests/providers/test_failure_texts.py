@@ -40,6 +40,11 @@ from providers.families import ADAPTERS
             {"type": "message", "content": [], "stop_reason": "odd"},
             "stop_reason 'odd', and neither text nor calls",
         ),
+        (
+            "anthropic_messages",
+            {"type": "message", "content": [{"type": "text", "text": "Hi."}]},
+            "no stop_reason",
+        ),
         ("gemini_generate", {"candidates": [{"content": {"parts": []}}]}, "no finish reason"),
         ("gemini_interactions", {"steps": []}, "the interaction is not finished (no status)"),
         (
