@@ -10,6 +10,7 @@ nothing else), so a request the real provider would refuse gets the provider's 4
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from providers.anthropic_messages import rules as anthropic_messages_rules
@@ -29,7 +30,14 @@ _REPLY: dict[str, Any] = {
         "http_status": {"type": "integer", "minimum": 100, "maximum": 599},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
         "body": {},
-        "events": {"type": "array", "items": {"type": "object", "required": ["event", "data"]}},
+        "events": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {"event": {"type": ["string", "null"]}},
+            },
+        },
     },
     "oneOf": [{"required": ["body"]}, {"required": ["events"]}],
 }
@@ -54,6 +62,92 @@ REPLY_SCHEMA: dict[str, Any] = {
     "then": _BRANCHING_REPLY,
     "else": _REPLY,
 }
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a reply of one kind is: ``name`` in a message, the ``statuses`` it travels with (and
+    ``status_text`` naming them), the field that ``carries`` what it says (``body`` or
+    ``events``), and ``instead``, what a status of another kind belongs to."""
+
+    name: str
+    statuses: range
+    status_text: str
+    carries: str
+    instead: str
+
+
+#: A model's reply (a body or a stream) travels with a 2xx, an HTTP error with a 4xx or 5xx (what
+#: the SDKs raise as an error, ``APIStatusError``).
+_KINDS = {
+    "response": _Kind(
+        "a response reply", range(200, 300), "a 2xx", "body", "an error status is an http_error"
+    ),
+    "stream": _Kind(
+        "a stream reply", range(200, 300), "a 2xx", "events", "an error status is an http_error"
+    ),
+    "http_error": _Kind(
+        "an http_error reply",
+        range(400, 600),
+        "a 4xx or 5xx",
+        "body",
+        "a model's reply is a response or a stream",
+    ),
+}
+#: The fields a reply carries what it says in, as a message names them.
+_CARRIED = {"body": "a body", "events": "events"}
+
+
+@dataclass(frozen=True)
+class ScriptProblem:
+    """One wrong part of a replay script: ``path``, the keys and indexes from the list of replies
+    down to it (``(3, "http_status")``), and what is wrong there."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+
+def script_problems(
+    replies: Sequence[Mapping[str, Any]], adapter: ProviderAdapter
+) -> list[ScriptProblem]:
+    """What is wrong with ``replies`` (each of :data:`REPLY_SCHEMA`'s shape) beyond their shape,
+    in order. Each reply (each branch of a branching one) travels with a status of its kind and
+    carries a body or events as its kind does, a response's body a JSON object; and a response
+    or a stream is one of the replies of ``adapter``'s family: read by the adapter (pure:
+    nothing is sent or run), it is not MALFORMED without a reason of the provider's, which
+    every reply of the family names (its status, finish or stop reason). A reply the model may
+    send (a refusal, a cut-off stream, a malformed call, an unknown finish reason) is a valid
+    script; so is an HTTP error's body of any JSON (a gateway's text)."""
+    problems = []
+    for index, reply in enumerate(replies):
+        branches = reply.get("after_results")
+        cases = branches.items() if isinstance(branches, Mapping) else [(None, reply)]
+        for branch, case in cases:
+            problem = _case_problem(case, adapter)
+            if problem is not None:
+                where = (index, "after_results", branch) if branch else (index,)
+                problems.append(ScriptProblem((*where, *problem.path), problem.message))
+    return problems
+
+
+def _case_problem(case: Mapping[str, Any], adapter: ProviderAdapter) -> ScriptProblem | None:
+    kind, status = _KINDS[case["kind"]], case["http_status"]
+    if status not in kind.statuses:
+        message = f"{kind.name} has {kind.status_text} status, not {status}: {kind.instead}"
+        return ScriptProblem(("http_status",), message)
+    if kind.carries not in case:
+        other = "events" if kind.carries == "body" else "body"
+        says = f"{_CARRIED[kind.carries]}, not {_CARRIED[other]}"
+        return ScriptProblem((other,), f"{kind.name} carries {says}")
+    if case["kind"] == "response" and not isinstance(case["body"], Mapping):
+        return ScriptProblem(("body",), f"{kind.name}'s body is a JSON object")
+    if case["kind"] == "http_error":
+        return None
+    parsed = adapter.parse_reply(WireReply.from_case(case))
+    if parsed.outcome is Outcome.MALFORMED and parsed.raw_reason is None:
+        said = f": {parsed.error_message}" if parsed.error_message else ""
+        return ScriptProblem((kind.carries,), f"not a reply of the {adapter.family} family{said}")
+    return None
 
 
 class RequestRules(Protocol):

@@ -147,6 +147,19 @@ def test_replies_go_with_the_replay_transport(client: APIClient) -> None:
     assert set(fields_of(error_of(response, 400, "invalid_request"))) == {"replies"}
 
 
+def test_a_follow_ups_replies_are_checked_as_the_operations_are(client: APIClient) -> None:
+    parent = _approve(create(client)["id"])
+    wrong = {**r.final(), "http_status": 503}
+    error = error_of(_follow_up(client, parent.public_id, [wrong]), 400, "invalid_request")
+    assert fields_of(error) == {
+        "replies": [
+            "0/http_status: a response reply has a 2xx status, not 503: an error status is an "
+            "http_error"
+        ]
+    }
+    assert not parent.follow_ups.exists()
+
+
 def test_a_tool_disabled_since_refuses_the_follow_up(client: APIClient, demo: DemoSeed) -> None:
     parent = _approve(create(client)["id"])
     actor = Actor.system("tests")

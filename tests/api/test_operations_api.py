@@ -26,14 +26,17 @@ from tests.api.support import (
     post,
 )
 from tests.replies import final
+from toolcalls.actors import Actor
 from toolcalls.api import views
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import Operation, ReplayScript
+from toolcalls.services.agents import AgentDefinition, agent_create
 from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
 S = OperationState
+SYSTEM = Actor.system("tests")
 OPERATION_FIELDS = {
     "id", "state", "ended", "tenant", "subject_ref", "family", "model", "transport", "stream",
     "input", "tools", "budgets", "counters", "deadline_at", "final_text", "terminal_reason",
@@ -138,6 +141,49 @@ def test_a_wrong_reply_is_named_by_where_it_is_and_nothing_else(
     )
     [said] = fields_of(error)["replies"]
     assert said.startswith(message), said
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (
+            {"kind": "response", "http_status": 500, "body": {"error": {"message": "boom"}}},
+            "1/http_status: a response reply has a 2xx status, not 500: an error status is an "
+            "http_error",
+        ),
+        (
+            {"kind": "http_error", "http_status": 200, "body": {}},
+            "1/http_status: an http_error reply has a 4xx or 5xx status, not 200: a model's reply "
+            "is a response or a stream",
+        ),
+        (
+            {"kind": "response", "http_status": 200, "body": {"choices": []}},
+            "1/body: not a reply of the openai_responses family: ",
+        ),
+    ],
+)
+def test_a_reply_that_could_only_fail_is_refused_before_anything_starts(
+    client: APIClient, reply: dict[str, Any], said: str
+) -> None:
+    body = create_body(replies=[final("Hello."), reply])
+    error = error_of(post(client, "/operations", body), 400, "invalid_request")
+    [field] = fields_of(error)["replies"]
+    assert field.startswith(said), field
+    assert error["message"] == f"replies/{field}"
+    assert not Operation.objects.exists()
+    assert not ReplayScript.objects.exists()
+
+
+def test_replies_are_checked_for_the_family_of_the_agent(client: APIClient, demo: DemoSeed) -> None:
+    definition: AgentDefinition = {"family": "anthropic_messages", "model": "claude-test"}
+    agent_create(tenant=demo.tenant, name="claude", definition=definition, actor=SYSTEM)
+    body = {k: v for k, v in create_body(replies=[final()]).items() if k not in ("family", "model")}
+    error = error_of(
+        post(client, "/operations", {**body, "agent": "claude"}), 400, "invalid_request"
+    )
+    assert fields_of(error)["replies"][0].startswith(
+        "0/body: not a reply of the anthropic_messages"
+    )
 
 
 @pytest.mark.parametrize(

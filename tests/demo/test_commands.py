@@ -105,6 +105,23 @@ def test_bad_scenario_files_are_clear_errors(tmp_path: Path) -> None:
         _run("run_scenario", str(bad))
 
 
+def test_a_scenario_reply_that_could_only_fail_is_refused_as_the_api_refuses_it(
+    tmp_path: Path,
+) -> None:
+    scenario = json.loads(bundled_path(family="openai_responses", name="refusal").read_text())
+    scenario["replies"][0]["http_status"] = 500
+    path = tmp_path / "wrong.json"
+    path.write_text(json.dumps(scenario))
+    said = (
+        "replies/0/http_status: a response reply has a 2xx status, not 500: an error status is an "
+        "http_error"
+    )
+    with pytest.raises(CommandError) as refused:
+        _run("run_scenario", str(path))
+    assert str(refused.value) == f"{path}: {said}"
+    assert not Operation.objects.exists()
+
+
 def test_expect_mismatch_fails_the_command() -> None:
     path = bundled_path(family="openai_responses", name="refusal")
     with pytest.raises(CommandError, match="expected COMPLETED, got REFUSED"):

@@ -44,7 +44,9 @@ def _start(tenant: Any, tool_names: list[str] | None) -> Any:
         model="m",
         input_text="Look it up.",
         tool_names=tool_names,
-        replay_script=ReplayScript(name="t", family="openai_responses", model="m", replies=[]),
+        replay_script=ReplayScript(
+            name="t", family="openai_responses", model="m", replies=[r.final()]
+        ),
     )
 
 

@@ -13,11 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
-from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from providers.families import ADAPTERS
-from providers.replay import REPLY_SCHEMA
 from toolcalls.guards import FRACTIONAL, GUARDS
 from toolcalls.models import (
     AgentProfile,
@@ -30,10 +28,9 @@ from toolcalls.models import (
 )
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
-from toolcalls.schema_errors import error_text, errors_in_order
+from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 
-_REPLIES = Draft202012Validator({"type": "array", "minItems": 1, "items": REPLY_SCHEMA})
 MAX_METADATA_KEYS = 50
 
 
@@ -135,11 +132,12 @@ class NullForBlank(serializers.ModelSerializer):
 
 
 def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``value`` if it is a list of replay replies (docs/scenarios.md); raises DRF's
-    ``ValidationError`` naming the first wrong one otherwise."""
-    errors = errors_in_order(_REPLIES, value)
-    if errors:
-        raise serializers.ValidationError(error_text(errors[0]))
+    """``value`` if it has the shape of a list of replay replies (docs/scenarios.md); raises
+    DRF's ``ValidationError`` naming the first wrong part otherwise. The service checks each
+    reply for the operation's family (``invalid_replies``)."""
+    problem = shape_problem(value)
+    if problem is not None:
+        raise serializers.ValidationError(problem_text(problem))
     return value
 
 

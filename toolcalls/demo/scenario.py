@@ -3,8 +3,8 @@
 A scenario is data: ``family``, ``model``, ``input`` and ``replies`` (each written like a case in
 ``tests/fixtures/README.md``: ``kind``, ``http_status``, optional ``headers``, and ``body`` or
 ``events``), and optionally ``instructions``, earlier ``messages``, model ``settings`` and
-``budgets``, as the API takes them. Loading validates the shape and stores the replies as a
-``ReplayScript``.
+``budgets``, as the API takes them. Loading validates the shape, checks the replies as the API
+checks its own (:mod:`toolcalls.services.scripts`) and stores them as a ``ReplayScript``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from providers.replay import REPLY_SCHEMA
 from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
 from toolcalls.schema_errors import error_text, errors_in_order
+from toolcalls.services.scripts import ScriptError, replies_check
 from toolcalls.storage import storable
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -78,6 +79,10 @@ def scenario_read(path: Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: {error_text(errors[0])}")
     if storable(data) != data:
         raise ScenarioError(f"{path}: holds a NUL or an unpaired surrogate, which cannot be stored")
+    try:
+        replies_check(replies=data["replies"], family=data["family"])
+    except ScriptError as exc:
+        raise ScenarioError(f"{path}: {exc.message}") from None
     return data
 
 

@@ -28,6 +28,7 @@ from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import AgentRevision, Operation, ReplayScript, Tenant
 from toolcalls.services.enqueue import enqueue_turn
+from toolcalls.services.scripts import replies_check
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.transports import live_settings
 from toolcalls.services.unit import Step, lease_clear, operation_step
@@ -55,8 +56,8 @@ class StartOptions(TypedDict, total=False):
 
     ``tool_names``: default every tool the tenant may use (:mod:`toolcalls.catalogue`); each
     must be one of them. ``transport``:
-    ``replay`` (the default; needs ``replay_script``, and an unsaved one is saved with the
-    operation, so a refused start keeps nothing) or ``live`` (the family's provider needs an
+    ``replay`` (the default; needs ``replay_script``, and an unsaved one is checked and saved with
+    the operation, so a refused start keeps nothing) or ``live`` (the family's provider needs an
     API key in ``CALLGATE_PROVIDERS``). ``stream``: default ``CALLGATE_LIVE_STREAMING``.
     ``budgets``: guard overrides within ``CALLGATE_GUARD_LIMITS`` (:mod:`toolcalls.guards`).
     ``instructions``: the system prompt. ``messages``: earlier conversation, ``{"role":
@@ -96,7 +97,9 @@ def operation_start(
     :class:`StartOptions`; ``family`` and ``model`` only without an ``agent``). Raises
     :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``invalid_messages``,
     ``unsupported_setting`` naming ``details["setting"]``, ``bad_budget``, ``unknown_transport``,
-    ``no_script``, ``no_credentials``, ``agent_conflict``)."""
+    ``no_script``, ``no_credentials``, ``agent_conflict``), and
+    :class:`~toolcalls.services.scripts.ScriptError` (``invalid_replies``) for a script made with
+    the operation whose replies the replay transport could not serve."""
     agent = options.get("agent")
     if agent is not None:
         family, model, options = with_agent(agent, family=family, model=model, options=options)
@@ -127,7 +130,7 @@ def _operation(
     adapter = family_adapter(family)
     names = tool_names_check(tenant, options.get("tool_names"))
     effective = budgets_check(options.get("budgets"))
-    transport, script = _transport(options, adapter.provider)
+    transport, script = _transport(options, adapter)
     stream = options.get("stream")
     return Operation(
         tenant=tenant,
@@ -254,8 +257,10 @@ def budgets_check(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
         raise OperationError("bad_budget", str(exc)) from None
 
 
-def _transport(options: StartOptions, provider: str) -> tuple[str, ReplayScript | None]:
-    """The transport and replay script ``options`` ask for, checked for ``provider``."""
+def _transport(options: StartOptions, adapter: ProviderAdapter) -> tuple[str, ReplayScript | None]:
+    """The transport and replay script ``options`` ask for, checked for ``adapter``'s provider;
+    a script not saved yet is made now, so its replies are checked for the family here (one
+    saved before was checked where it was made)."""
     transport = options.get("transport", Operation.Transport.REPLAY)
     replay_script = options.get("replay_script")
     if transport not in Operation.Transport.values:
@@ -263,6 +268,9 @@ def _transport(options: StartOptions, provider: str) -> tuple[str, ReplayScript 
         raise OperationError("unknown_transport", f"transport must be one of: {known}")
     if transport == Operation.Transport.REPLAY and replay_script is None:
         raise OperationError("no_script", "the replay transport needs a replay script")
+    if replay_script is not None and replay_script._state.adding:
+        replies_check(replies=replay_script.replies, family=adapter.family)
+    provider = adapter.provider
     if transport == Operation.Transport.LIVE and live_settings(provider) is None:
         raise OperationError("no_credentials", f"no API key configured for {provider}")
     return transport, replay_script
