@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
-from psycopg import Connection
+from psycopg import Connection, sql
 
 #: ``wait(timeout_s)``: returns when the watched operation changed or ``timeout_s`` seconds
 #: passed, whichever is first.
@@ -38,16 +38,16 @@ def operation_watch(*, operation_pk: int, poll_s: float) -> Iterator[Wait]:
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         yield lambda timeout_s: time.sleep(max(0.0, min(poll_s, timeout_s)))
         return
-    channel = f"{CHANNEL_PREFIX}{int(operation_pk)}"
+    channel = sql.Identifier(f"{CHANNEL_PREFIX}{int(operation_pk)}")
     with connection.cursor() as cursor:
-        cursor.execute(f"LISTEN {channel}")
+        cursor.execute(sql.SQL("LISTEN {}").format(channel))
     listening = connection.connection
     try:
         yield lambda timeout_s: _notified(listening, timeout_s)
     finally:
         if connection.connection is listening and not listening.closed:
             with connection.cursor() as cursor:
-                cursor.execute(f"UNLISTEN {channel}")
+                cursor.execute(sql.SQL("UNLISTEN {}").format(channel))
 
 
 def _notified(listening: Connection[Any], timeout_s: float) -> None:
