@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest
 from approvals.states import ApprovalState
-from toolcalls import catalogue
+from toolcalls import registry
 from toolcalls.diffs import arguments_diff
 from toolcalls.keyset import Key, Page, keyset_page, ordering
 from toolcalls.models import Operation, Tenant, ToolCall
@@ -229,8 +229,8 @@ def approval_preview(*, approval: ApprovalRequest) -> dict[str, Any] | None:
     precondition refuses (approving is refused: ``approve_precondition``); else ``{"data": …}``
     (``{}`` without a preview), or ``{"notice": message}`` when the preview raises
     :class:`ToolError` (it informs; approving stays possible). ``None`` for tools with
-    neither."""
-    spec = catalogue.tool_spec(approval.operation, approval.tool_name)
+    neither, and for remote tools: a page view asks no remote server (deciding does)."""
+    spec = registry.get(approval.tool_name)
     if spec is None or (spec.preview is None and spec.precondition is None):
         return None
     arguments = json.loads(approval.canonical_arguments)

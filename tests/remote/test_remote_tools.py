@@ -201,19 +201,46 @@ def test_a_tool_changed_on_its_server_does_not_run_and_awaits_review(
     assert "shop__lookup" not in catalogue.tool_names(demo.tenant)
 
 
-def test_a_schema_changed_while_a_call_is_parked_makes_the_approval_stale(
-    demo: Any, scripted_mcp: ScriptedMcp
-) -> None:
-    from approvals.services import approval_decide
-
+def _parked_then_changed(demo: Any, scripted_mcp: ScriptedMcp) -> tuple[Operation, RemoteServer]:
+    """A payment parked for approval, then served in a new revision."""
     scripted_mcp.script([mcp_tool("pay")], {"pay": {"structured": {"paid": True}}})
     server = register_mcp(demo.tenant, scripted_mcp.url)
     enable(server, "pay", risk="irreversible", approval="always")
     operation = run(demo, "shop__pay", {"order_id": "ORD-1001", "amount_cents": 100})
     assert operation.state == OperationState.WAITING_APPROVAL
     scripted_mcp.script([mcp_tool("pay", {**OBJECT, "required": ["order_id", "amount_cents"]})])
+    return operation, server
+
+
+def test_a_schema_changed_while_a_call_is_parked_refuses_its_approval(
+    demo: Any, scripted_mcp: ScriptedMcp
+) -> None:
+    from approvals.services import ApprovalError, approval_decide
+
+    operation, server = _parked_then_changed(demo, scripted_mcp)
     approval = operation.approvals.get()
-    approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, reason="")
+    with pytest.raises(ApprovalError) as refused:
+        approval_decide(approval_pk=approval.pk, actor=operator(), approve=True, reason="")
+    assert refused.value.code == "precondition_failed"
+    assert "changed on its server and awaits review" in refused.value.message
+    approval.refresh_from_db()
+    assert approval.state == "PENDING"
+    assert operation.calls.get().state == CallState.WAITING_APPROVAL
+    assert not server.tools.get().enabled  # the new revision is recorded, awaiting review
+
+
+def test_a_schema_changed_after_the_decision_makes_the_approval_stale(
+    demo: Any, scripted_mcp: ScriptedMcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from approvals import services as approvals_services
+
+    operation, server = _parked_then_changed(demo, scripted_mcp)
+    # The change lands after the decision's own check: the resume finds it.
+    monkeypatch.setattr(approvals_services, "precondition_failure", lambda **kwargs: None)
+    approval = operation.approvals.get()
+    approvals_services.approval_decide(
+        approval_pk=approval.pk, actor=operator(), approve=True, reason=""
+    )
     stale = operation.calls.get()
     assert (stale.state, stale.error_code) == (CallState.REJECTED, "APPROVAL_STALE")
     assert stale.attempt == 0
