@@ -532,6 +532,42 @@ def test_every_body_refuses_an_unknown_field(
     assert message.startswith("Unknown field; this body takes:")
 
 
+#: A value of the wrong JSON type in each body (endpoint, extra fields, the input they name):
+#: DRF alone would store 2 as "2" and take "true" as true.
+WRONG_TYPES: list[tuple[str, str, dict[str, Any], str]] = [
+    ("POST", "/operations", {"model": 2}, "model"),
+    ("POST", "/operations", {"stream": "true"}, "stream"),
+    ("POST", "/operations", {"stream": 1}, "stream"),
+    ("POST", "/operations", {"transport": 1}, "transport"),
+    ("POST", "/operations", {"subject_ref": 1001}, "subject_ref"),
+    ("POST", "/operations", {"tools": ["get_order", 7]}, "tools.1"),
+    ("POST", "/operations", {"metadata": {"ticket": 4821}}, "metadata.ticket"),
+    ("POST", "/operations", {"settings": {"reasoning_effort": 1}}, "settings.reasoning_effort"),
+    ("POST", "/operations/{op}/cancel", {"reason": False}, "reason"),
+    ("POST", "/operations/{op}/extend", {"note": ["late"]}, "note"),
+    ("POST", "/operations/{op}/extend", {"budgets": {"max_turns": "9"}}, "budgets.max_turns"),
+    ("POST", "/operations/{op}/messages", {"input": 5}, "input"),
+    ("POST", "/operations/{op}/fork", {"from_turn": "0"}, "from_turn"),
+    ("POST", "/operations/{op}/fork", {"from_turn": 0.0}, "from_turn"),
+    ("POST", "/approvals/{apr}/decide", {"decision": True}, "decision"),
+    ("POST", "/agents", {"model": 2}, "model"),
+    ("POST", "/agents/{agent}/revisions", {"note": 3}, "note"),
+    ("PUT", "/tools/{tool}", {"enabled": "true"}, "enabled"),
+    ("PATCH", "/tools/{tool}", {"max_calls": "2"}, "max_calls"),
+    ("POST", "/remote-servers", {"headers": {"X-Key": 7}}, "headers.X-Key"),
+]
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES, ids=lambda case: f"{case[1]} {json.dumps(case[2])}")
+def test_every_body_refuses_a_value_of_the_wrong_json_type(
+    demo: DemoSeed, parked: dict[str, str], case: tuple[str, str, dict[str, Any], str]
+) -> None:
+    method, path, extra, named = case
+    fields = fields_of(_refused(demo, parked, (method, path, WRITE), **extra))
+    assert set(fields) == {named}, fields
+    assert fields[named][0].startswith("Must be a JSON "), fields
+
+
 def test_a_typo_in_a_field_name_starts_nothing(demo: DemoSeed) -> None:
     client, _ = keyed_client(demo.tenant, READ, WRITE)
     response = post(client, "/operations", create_body(budget={"max_turns": 1}))

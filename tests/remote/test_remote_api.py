@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.support import MANAGE, error_of, get, keyed_client, other_tenant, post
+from tests.api.support import MANAGE, error_of, fields_of, get, keyed_client, other_tenant, post
 from tests.remote.conftest import ScriptedMcp, free_port
 from toolcalls import catalogue
 from toolcalls.remote.models import RemoteEvent
@@ -58,6 +58,30 @@ def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
     assert "key_arguments" in refused["message"]
     bad = {**tool, "input_schema": {"type": "object", "properties": {"a": {"type": 7}}}}
     error_of(post(client, "/remote-servers/ledger/tools", bad), 400, "invalid_tool")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "named"),
+    [
+        ("/tools", {"name": 5}, "name"),
+        ("/tools", {"url": 9}, "url"),
+        ("/tools/pay/enable", {"timeout_ms": "2000"}, "timeout_ms"),
+        ("/tools/pay/enable", {"approval_condition": 1}, "approval_condition"),
+        ("/tools/pay/enable", {"key_arguments": ["order_id", 2]}, "key_arguments.1"),
+    ],
+)
+def test_a_value_of_the_wrong_json_type_is_refused_not_converted(
+    demo: Any, path: str, body: dict[str, Any], named: str
+) -> None:
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    assert post(client, "/remote-servers", {"name": "ledger", "kind": "http"}).status_code == 201
+    tool = {"name": "pay", "input_schema": SCHEMA, "url": "http://127.0.0.1:9/pay"}
+    assert post(client, "/remote-servers/ledger/tools", tool).status_code == 201
+    review = {"risk": "write", "timeout_ms": 2000, "approval": "always"}
+    full = {**(tool if path == "/tools" else review), **body}
+    error = error_of(post(client, f"/remote-servers/ledger{path}", full), 400, "invalid_request")
+    assert set(fields_of(error)) == {named}, error
+    assert "ledger__pay" not in catalogue.tool_names(demo.tenant)
 
 
 def test_refusals_are_clear_4xx(demo: Any) -> None:

@@ -1,6 +1,7 @@
 """Request validation and response shapes of the operations API. No logic: views call services.
 
-Request bodies refuse fields they do not know (:class:`StrictSerializer`); responses say
+Request bodies refuse fields they do not know and values not of their field's JSON type
+(:class:`StrictSerializer`); responses say
 ``null`` for an absent value, never ``""`` (:class:`NullForBlank`), and date-times in UTC
 ending in ``Z`` (DRF's ``DateTimeField`` under ``TIME_ZONE = "UTC"``).
 """
@@ -34,50 +35,11 @@ from toolcalls.states import OPERATION_TERMINAL, OperationState
 MAX_METADATA_KEYS = 50
 
 
-class StrictNumber(serializers.FloatField):
-    """A JSON number (``true`` is not 1, ``"5"`` is not 5)."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        return float(super().to_internal_value(data))
-
-
-class BudgetLimit(StrictNumber):
+class BudgetLimit(serializers.FloatField):
     """A budget's limit: a JSON number; shown as stored (a count stays a whole number)."""
 
     def to_representation(self, value: Any) -> Any:
         return value
-
-
-class StrictInteger(serializers.IntegerField):
-    """A JSON integer (``true``, ``"5"`` and ``5.0`` are not integers)."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return int(super().to_internal_value(data))
-
-
-class StrictBoolean(serializers.BooleanField):
-    """A JSON ``true`` or ``false`` (not ``1``, not ``"true"``)."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-class StrictText(serializers.CharField):
-    """A JSON string (``5`` is not ``"5"``), kept exactly as sent (no trimming)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(trim_whitespace=False, **kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return str(super().to_internal_value(data))
 
 
 def _budgets_schema() -> dict[str, Any]:
@@ -98,19 +60,85 @@ def _budgets_schema() -> dict[str, Any]:
     }
 
 
+#: The JSON type a request field takes, by the DRF field that reads it (the first that
+#: matches). DRF would take others and convert them: ``2`` as ``"2"``, ``"true"`` as ``true``,
+#: ``"5"`` and ``5.0`` as ``5``.
+JSON_TYPES: tuple[tuple[type[serializers.Field], str], ...] = (
+    (serializers.BooleanField, "boolean"),
+    (serializers.IntegerField, "integer"),
+    (serializers.FloatField, "number"),
+    (serializers.CharField, "string"),
+    (serializers.ChoiceField, "string"),
+)
+#: A JSON type's name in a message.
+_A = {
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+}
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of ``value`` as parsed from JSON (``null`` is not asked about)."""
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
+        if isinstance(value, kind):
+            return name
+    return "array" if isinstance(value, list) else "object"
+
+
+def json_type_errors(field: serializers.Field, value: Any) -> Any:
+    """Where ``value`` (parsed JSON) is not of the JSON type ``field`` takes, as DRF's
+    validation detail: messages, or ``{index or key: detail}`` within a list or an object;
+    ``None`` where it is. ``null``, and a list or an object where the field takes none, are
+    the field's own to refuse."""
+    if value is None:
+        return None
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        found = {i: json_type_errors(field.child, item) for i, item in enumerate(value)}
+    elif isinstance(field, serializers.DictField) and isinstance(value, dict):
+        found = {key: json_type_errors(field.child, item) for key, item in value.items()}
+    else:
+        expected = next((name for kind, name in JSON_TYPES if isinstance(field, kind)), None)
+        actual = json_type(value)
+        if expected in (None, actual) or (expected, actual) == ("number", "integer"):
+            return None
+        return [f"Must be a JSON {expected}, not {_A[actual]}."]
+    return {key: detail for key, detail in found.items() if detail} or None
+
+
 class StrictSerializer(serializers.Serializer):
     """A request body: a field it does not declare is a validation error naming it (a typo such
-    as ``budget`` for ``budgets`` must not start an operation with default budgets)."""
+    as ``budget`` for ``budgets`` must not start an operation with default budgets), and so is
+    a value not of its field's JSON type (``"model": 2`` is not ``"2"``, ``"stream": "true"``
+    is not ``true``), in lists and objects too (``tools.1``)."""
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                known = ", ".join(self.fields)
-                raise serializers.ValidationError(
-                    {name: [f"Unknown field; this body takes: {known}."] for name in unknown}
-                )
-        return super().to_internal_value(data)
+        if not isinstance(data, Mapping):
+            return super().to_internal_value(data)  # DRF refuses it: not an object
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            known = ", ".join(self.fields)
+            raise serializers.ValidationError(
+                {name: [f"Unknown field; this body takes: {known}."] for name in unknown}
+            )
+        # Checked before DRF reads the values (JSON_TYPES), reported with its other errors.
+        wrong = {
+            name: detail
+            for name, field in self.fields.items()
+            if name in data and (detail := json_type_errors(field, data[name]))
+        }
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not wrong or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError({**exc.detail, **wrong}) from None
+        if wrong:
+            raise serializers.ValidationError(wrong)
+        return value
 
 
 class NullForBlank(serializers.ModelSerializer):
@@ -145,20 +173,20 @@ class SettingsSerializer(StrictSerializer):
     """Model settings (docs/settings.md), each one optional and of its JSON type here; which
     values a family honours is the family's rule (else 400 naming ``settings.<name>``)."""
 
-    max_output_tokens = StrictInteger(required=False)
-    temperature = StrictNumber(required=False)
-    top_p = StrictNumber(required=False)
+    max_output_tokens = serializers.IntegerField(required=False)
+    temperature = serializers.FloatField(required=False)
+    top_p = serializers.FloatField(required=False)
     reasoning_effort = serializers.CharField(max_length=40, required=False)
-    thinking_budget_tokens = StrictInteger(required=False)
+    thinking_budget_tokens = serializers.IntegerField(required=False)
     tool_choice = serializers.CharField(
         max_length=200, required=False, help_text="auto, required, none, or one tool's name."
     )
-    parallel_tool_calls = StrictBoolean(required=False)
+    parallel_tool_calls = serializers.BooleanField(required=False)
 
 
 class MessageSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=["user", "assistant"])
-    text = StrictText(max_length=100_000)
+    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
 
 
 @extend_schema_field(_budgets_schema())
@@ -189,7 +217,9 @@ class OperationCreateSerializer(StrictSerializer):
         choices=sorted(ADAPTERS), required=False, help_text="Required without agent."
     )
     model = serializers.RegexField(MODEL_NAME, required=False, help_text="Required without agent.")
-    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
+    instructions = serializers.CharField(
+        max_length=100_000, trim_whitespace=False, required=False, allow_blank=True
+    )
     messages = MessageSerializer(
         many=True, required=False, max_length=500, help_text="Earlier conversation, in order."
     )
@@ -476,7 +506,9 @@ class AgentDefinitionSerializer(StrictSerializer):
 
     family = serializers.ChoiceField(choices=sorted(ADAPTERS), required=False)
     model = serializers.RegexField(MODEL_NAME, required=False)
-    instructions = StrictText(max_length=100_000, required=False, allow_blank=True)
+    instructions = serializers.CharField(
+        max_length=100_000, trim_whitespace=False, required=False, allow_blank=True
+    )
     settings = SettingsSerializer(required=False)
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200),
@@ -614,7 +646,7 @@ class ToolSerializer(serializers.Serializer):
 class ToolSettingsSerializer(StrictSerializer):
     """A tenant's settings of one tool (``PUT``: all of them; ``PATCH``: those given)."""
 
-    enabled = StrictBoolean()
+    enabled = serializers.BooleanField()
     max_calls = serializers.IntegerField(
         min_value=1,
         max_value=settings.CALLGATE_GUARD_LIMITS["max_calls_per_tool"],
