@@ -61,6 +61,9 @@ def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
     assert parameter("/api/v1/operations/{public_id}/events", "get", "limit")["maximum"] == 500
     key = parameter("/api/v1/operations", "post", "Idempotency-Key")
     assert (key["minLength"], key["maxLength"]) == (1, 255)
+    schemas = document["components"]["schemas"]
+    assert schemas["OperationCreateRequest"]["properties"]["tools"]["uniqueItems"] is True
+    assert schemas["ReviewRequest"]["properties"]["key_arguments"]["uniqueItems"] is True
 
 
 def test_every_operation_documents_the_shared_statuses_and_headers(

@@ -126,6 +126,15 @@ def test_create_validation_errors_name_the_fields(
     assert not Operation.objects.exists()
 
 
+def test_a_tool_named_twice_is_400_naming_tools(client: APIClient) -> None:
+    tools = ["get_order", "submit_refund", "get_order"]
+    error = error_of(post(client, "/operations", create_body(tools=tools)), 400, "invalid_request")
+    assert fields_of(error) == {
+        "tools": ["Each name may be given once; given more than once: get_order."]
+    }
+    assert not Operation.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("replies", "message"),
     [

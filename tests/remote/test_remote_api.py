@@ -68,9 +68,11 @@ def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
         ("/tools/pay/enable", {"timeout_ms": "2000"}, "timeout_ms"),
         ("/tools/pay/enable", {"approval_condition": 1}, "approval_condition"),
         ("/tools/pay/enable", {"key_arguments": ["order_id", 2]}, "key_arguments.1"),
+        ("/tools/pay/enable", {"key_arguments": ["order_id", "order_id"]}, "key_arguments"),
+        ("/tools/pay/enable", {"key_context": ["tenant_ref", "tenant_ref"]}, "key_context"),
     ],
 )
-def test_a_value_of_the_wrong_json_type_is_refused_not_converted(
+def test_a_wrong_value_is_refused_naming_it_not_converted_or_repeated(
     demo: Any, path: str, body: dict[str, Any], named: str
 ) -> None:
     client, _ = keyed_client(demo.tenant, MANAGE)

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from toolcalls.api import examples
 from toolcalls.api.idempotency import idempotent
-from toolcalls.api.serializers import ErrorSerializer, StrictSerializer
+from toolcalls.api.serializers import ErrorSerializer, NameList, StrictSerializer
 from toolcalls.api.views import ERRORS, TOOLS_MANAGE, ApiView
 from toolcalls.registry import RISKS
 from toolcalls.remote import rules
@@ -100,12 +100,12 @@ class ReviewSerializer(StrictSerializer):
     timeout_ms = serializers.IntegerField(min_value=1)
     approval = serializers.ChoiceField(choices=RemoteTool.Approval.choices)
     approval_condition = serializers.CharField(max_length=200, required=False, default="")
-    key_context = serializers.ListField(
+    key_context = NameList(
         child=serializers.ChoiceField(choices=list(rules.KEY_CONTEXT_FIELDS)),
         required=False,
         default=list,
     )
-    key_arguments = serializers.ListField(
+    key_arguments = NameList(
         child=serializers.CharField(max_length=200), required=False, default=list, max_length=50
     )
 

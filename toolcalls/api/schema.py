@@ -45,8 +45,8 @@ _NULL = {"enum": [None]}
 class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
     ``sometimes_absent`` names), request text that may not be blank saying so (and without
-    ``""`` as its default), blank-or-formatted text as ``anyOf``, and an object or null as
-    ``oneOf``."""
+    ``""`` as its default), blank-or-formatted text as ``anyOf``, an object or null as
+    ``oneOf``, and a list of names that takes each once as ``uniqueItems``."""
 
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
@@ -63,6 +63,8 @@ class ContractSchema(AutoSchema):
             # DRF drops surrounding blanks first: text of blanks only is blank. A field with
             # its own pattern says that one (drf-spectacular adds it when none is set).
             schema.setdefault("pattern", r"\S")
+        if getattr(field, "unique_items", False):
+            schema["uniqueItems"] = True  # serializers.NameList refuses a name given twice
         if direction == "request" and schema.get("default") == "" and not field.allow_blank:
             # "Absent" is stored as "", which the field refuses from a client: no default to send.
             del schema["default"]

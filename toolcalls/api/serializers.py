@@ -8,6 +8,7 @@ ending in ``Z`` (DRF's ``DateTimeField`` under ``TIME_ZONE = "UTC"``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,6 +142,22 @@ class StrictSerializer(serializers.Serializer):
         return value
 
 
+class NameList(serializers.ListField):
+    """Names of distinct things (tools, arguments): each may be given once. A name given twice
+    is a mistake, not a wish for it twice; documented as ``uniqueItems``."""
+
+    unique_items = True
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        names: list[Any] = super().to_internal_value(data)
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+        if repeated:
+            raise serializers.ValidationError(
+                f"Each name may be given once; given more than once: {', '.join(repeated)}."
+            )
+        return names
+
+
 class NullForBlank(serializers.ModelSerializer):
     """A model's blank text (``""``: nothing there) is ``null`` in the response, and documented
     as nullable. Declared text fields opt in with ``allow_null=True``."""
@@ -226,9 +243,7 @@ class OperationCreateSerializer(StrictSerializer):
     settings = SettingsSerializer(required=False)
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
     subject_ref = serializers.CharField(max_length=200)
-    tools = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=100
-    )
+    tools = NameList(child=serializers.CharField(max_length=200), required=False, max_length=100)
     budgets = BudgetsField(required=False)
     metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
     transport = serializers.ChoiceField(
@@ -510,7 +525,7 @@ class AgentDefinitionSerializer(StrictSerializer):
         max_length=100_000, trim_whitespace=False, required=False, allow_blank=True
     )
     settings = SettingsSerializer(required=False)
-    tools = serializers.ListField(
+    tools = NameList(
         child=serializers.CharField(max_length=200),
         required=False,
         max_length=100,
