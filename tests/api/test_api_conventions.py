@@ -518,6 +518,33 @@ def _refused(
     return error
 
 
+@pytest.mark.parametrize(
+    ("path", "query", "named"),
+    [
+        ("/operations", "state=COMPLETED&state=FAILED", {"state"}),
+        ("/operations", "limit=1&limit=50&family=openai_chat", {"limit"}),
+        ("/operations", "subject_ref=a&subject_ref=b&created_after=&created_after=",
+         {"subject_ref", "created_after"}),
+        ("/operations/{op}/events", "cursor=a&cursor=b", {"cursor"}),
+        ("/approvals", "tool=get_order&tool=submit_refund", {"tool"}),
+        ("/operations/{op}/approvals", "limit=1&limit=1", {"limit"}),
+    ],
+)  # fmt: skip
+def test_a_query_parameter_given_twice_is_400_not_its_last_value(
+    demo: DemoSeed, parked: dict[str, str], path: str, query: str, named: set[str]
+) -> None:
+    error = _refused(demo, parked, ("GET", path, READ), query)
+    assert "more than once" in error["message"]
+    assert set(fields_of(error)) == named
+
+
+def test_a_repeatable_query_parameter_may_be_given_twice(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    operation = create(client, replies=[final()], metadata={"ticket": "T-1", "team": "refunds"})
+    response = get(client, "/operations", {"metadata": ["ticket:T-1", "team:refunds"]})
+    assert [row["id"] for row in response.json()["results"]] == [operation["id"]]
+
+
 @pytest.mark.parametrize("path", ["/health/live", "/health/ready"])
 def test_health_refuses_an_unknown_query_parameter(path: str) -> None:
     error = error_of(APIClient().get(f"{API}{path}?verbose=1"), 400, "invalid_request")

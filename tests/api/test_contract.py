@@ -4,14 +4,18 @@ operation (toolcalls.api.contract), so an endpoint added later is held to them t
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.urls import resolve
 from openapi_spec_validator import validate
 from rest_framework.test import APIClient
 
+from toolcalls.api import views
 from toolcalls.api.contract import contract_problems
+from toolcalls.api.schema import operations_of
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +68,22 @@ def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
     schemas = document["components"]["schemas"]
     assert schemas["OperationCreateRequest"]["properties"]["tools"]["uniqueItems"] is True
     assert schemas["ReviewRequest"]["properties"]["key_arguments"]["uniqueItems"] is True
+
+
+def test_a_query_parameter_is_repeatable_where_the_document_says_it_is(
+    document: dict[str, Any],
+) -> None:
+    for path, method, operation in operations_of(document):
+        if method != "get":
+            continue  # a POST, PUT or PATCH takes no query parameter
+        arrays = {
+            parameter["name"]
+            for parameter in operation.get("parameters", [])
+            if parameter["in"] == "query" and parameter["schema"].get("type") == "array"
+        }
+        view = resolve(re.sub(r"\{[^}]+\}", "x", path)).func.view_class  # type: ignore[attr-defined]
+        assert set(view.repeatable) == arrays, path
+    assert views.OperationsView.repeatable == ("metadata",)
 
 
 def test_every_operation_documents_the_shared_statuses_and_headers(

@@ -115,15 +115,22 @@ PAGING = ("cursor", "limit")
 
 class StrictView(APIView):
     """Refuses what it would otherwise ignore or fail on: a query parameter the endpoint does not
-    take (``query_parameters``, plus :data:`PAGING` on lists), and text the database cannot
-    store. Both are 400 ``invalid_request`` naming the inputs."""
+    take (``query_parameters``, plus :data:`PAGING` on lists), one given more than once that is
+    not ``repeatable`` (an array in the document; Django would read the last value), and text
+    the database cannot store. Each is 400 ``invalid_request`` naming the inputs."""
 
     query_parameters: tuple[str, ...] = ()
+    repeatable: tuple[str, ...] = ()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         if not hasattr(self, (request.method or "").lower()):
             return  # answered 405 by dispatch, whatever the request holds
+        self._refuse_unknown_parameters(request)
+        self._refuse_repeated_parameters(request)
+        _refuse_unstorable(request, kwargs)
+
+    def _refuse_unknown_parameters(self, request: Request) -> None:
         known: set[str] = set()
         if request.method in ("GET", "HEAD"):
             known = set(self.query_parameters)
@@ -133,13 +140,24 @@ class StrictView(APIView):
         if unknown:
             hint = f"known: {', '.join(sorted(known))}" if known else "it takes none"
             message = f"Unknown query parameter for this endpoint ({hint})."
-            raise ApiError(
-                400,
-                "invalid_request",
-                f"Unknown query parameters: {', '.join(unknown)}.",
-                {name: [message] for name in unknown},
-            )
-        _refuse_unstorable(request, kwargs)
+            raise _parameters_refused(unknown, "Unknown query parameters", message)
+
+    def _refuse_repeated_parameters(self, request: Request) -> None:
+        repeated = sorted(
+            name
+            for name, values in request.query_params.lists()
+            if len(values) > 1 and name not in self.repeatable
+        )
+        if repeated:
+            message = "Given more than once; this parameter takes one value."
+            raise _parameters_refused(repeated, "Query parameters given more than once", message)
+
+
+def _parameters_refused(names: list[str], summary: str, message: str) -> ApiError:
+    """400 ``invalid_request`` naming each query parameter of ``names`` with ``message``."""
+    return ApiError(
+        400, "invalid_request", f"{summary}: {', '.join(names)}.", {n: [message] for n in names}
+    )
 
 
 class ApiView(StrictView):
@@ -399,6 +417,7 @@ class OperationsView(ApiListView):
         "created_after",
         "created_before",
     )
+    repeatable = ("metadata",)
 
     def get_queryset(self) -> QuerySet[Operation]:
         rows = self.operations().select_related("tenant")
