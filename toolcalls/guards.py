@@ -48,10 +48,11 @@ FRACTIONAL = frozenset({"deadline_s", "max_cost_usd"})
 
 class BudgetError(CallgateError, ValueError):
     """A budget override that is unknown, not a positive number (a whole one where it counts
-    things), or above its limit (``bad_budget``)."""
+    things), or above its limit (``bad_budget``); ``details["fields"]`` names it as the
+    services' ``budgets`` option holds it (``budgets.<name>``)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("bad_budget", message)
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__("bad_budget", message, details={"fields": {f"budgets.{name}": [message]}})
 
 
 @dataclass(frozen=True)
@@ -69,15 +70,15 @@ def budgets_for(overrides: Mapping[str, Any] | None = None) -> dict[str, float |
     limits = settings.CALLGATE_GUARD_LIMITS
     for name, value in (overrides or {}).items():
         if name not in GUARDS:
-            raise BudgetError(f"unknown budget {name!r}; known: {', '.join(GUARDS)}")
+            raise BudgetError(name, f"unknown budget {name!r}; known: {', '.join(GUARDS)}")
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise BudgetError(f"{name} must be a positive number, not {value!r}")
+            raise BudgetError(name, f"{name} must be a positive number, not {value!r}")
         if name not in FRACTIONAL:
             if value != int(value):
-                raise BudgetError(f"{name} must be a whole number, not {value!r}")
+                raise BudgetError(name, f"{name} must be a whole number, not {value!r}")
             value = int(value)
         if value > limits[name]:
-            raise BudgetError(f"{name} may be at most {limits[name]}")
+            raise BudgetError(name, f"{name} may be at most {limits[name]}")
         budgets[name] = value
     return budgets
 

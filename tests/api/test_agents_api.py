@@ -219,6 +219,12 @@ def test_a_bad_definition_is_400_naming_the_field(
     assert not AgentRevision.objects.exists()
 
 
+def test_a_budget_above_the_server_limit_is_bad_budget_naming_it(client: APIClient) -> None:
+    response = post(client, "/agents", {**AGENT, "budgets": {"max_turns": 100_000}})
+    assert set(fields_of(error_of(response, 400, "bad_budget"))) == {"budgets.max_turns"}
+    assert not AgentRevision.objects.exists()
+
+
 def test_a_tool_the_tenant_may_not_use_is_refused_as_for_operations(client: APIClient) -> None:
     error = error_of(
         post(client, "/agents", {**AGENT, "tools": ["launch_rocket"]}), 400, "invalid_request"

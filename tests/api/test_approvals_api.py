@@ -188,7 +188,7 @@ def test_an_invalid_edit_is_400_and_leaves_the_approval_pending(
         400,
         "invalid_edit",
     )
-    assert error["message"]
+    assert fields_of(error) == {"arguments": [error["message"]]}
     assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
     assert not LedgerEntry.objects.exists()
 

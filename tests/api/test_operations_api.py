@@ -213,6 +213,14 @@ def test_create_refusals_of_the_service_keep_its_code(
     assert not ReplayScript.objects.exists()  # a refused start keeps nothing
 
 
+@pytest.mark.parametrize("value", [1000, -1, 2.5, 0])
+def test_a_bad_budget_keeps_its_code_and_names_the_budget(client: APIClient, value: Any) -> None:
+    body = create_body(budgets={"max_cost_usd": 1.5, "max_turns": value})
+    error = error_of(post(client, "/operations", body), 400, "bad_budget")
+    assert fields_of(error) == {"budgets.max_turns": [error["message"]]}
+    assert not Operation.objects.exists()
+
+
 def test_unknown_family_is_refused_with_the_families_it_knows(client: APIClient) -> None:
     error = error_of(
         post(client, "/operations", create_body(family="openai_completions")),
@@ -365,7 +373,8 @@ def test_cancel_then_cancel_again_is_409(client: APIClient) -> None:
 def test_extend_an_escalated_operation_resumes_it(client: APIClient) -> None:
     operation = _escalated(client)
     url = f"/operations/{operation['id']}/extend"
-    error_of(post(client, url, {"budgets": {"max_turns": 1000}}), 400, "bad_budget")
+    refused = error_of(post(client, url, {"budgets": {"max_turns": 1000}}), 400, "bad_budget")
+    assert set(fields_of(refused)) == {"budgets.max_turns"}
     error_of(post(client, url, {"budgets": {"max_turns": 1}}), 409, "still_over")
     response = post(client, url, {"budgets": {"max_turns": 10}, "note": "customer is waiting"})
     assert response.status_code == 200, response.content

@@ -35,8 +35,14 @@ from toolcalls.states import CallState
 
 class ApprovalError(CallgateError):
     """A decision that cannot be made. ``code``: ``not_permitted``, ``self_approval``,
-    ``already_decided``, ``superseded``, ``expired``, ``reason_required``, ``invalid_edit`` or
+    ``already_decided``, ``superseded``, ``expired``, ``reason_required``, ``invalid_edit``
+    (``details["fields"]`` naming ``arguments`` when the edited arguments are refused) or
     ``precondition_failed``."""
+
+
+def _arguments_refused(message: str) -> ApprovalError:
+    """``invalid_edit``: the operator's replacement arguments are refused, for ``message``."""
+    return ApprovalError("invalid_edit", message, details={"fields": {"arguments": [message]}})
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def arguments_edit_check(
     )
     verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
     if verdict.rejected:
-        raise ApprovalError("invalid_edit", verdict.error_message)
+        raise _arguments_refused(verdict.error_message)
     assert verdict.spec is not None and normalized.value is not None
     if verdict.spec.approval.revision != policy_revision:
         raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
@@ -159,7 +165,7 @@ def arguments_edit_precondition(*, operation: Operation, call: ToolCall, argumen
         return  # refused with its own message inside the transaction
     refusal = precondition_refusal(operation=operation, call=call, arguments=normalized.value)
     if refusal is not None:
-        raise ApprovalError("invalid_edit", refusal.message)
+        raise _arguments_refused(refusal.message)
 
 
 def call_decide(

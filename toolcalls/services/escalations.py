@@ -69,7 +69,7 @@ def operation_extend(
         try:
             merged = budgets_for({**operation.budgets, **budgets})
         except BudgetError as exc:
-            raise EscalationError("bad_budget", str(exc)) from None
+            raise EscalationError("bad_budget", exc.message, details=exc.details) from None
         _refuse_unraised(operation, merged)
         operation.budgets = merged
         operation.no_progress_turns = 0

@@ -250,11 +250,12 @@ def settings_check(
 
 def budgets_check(budgets: Mapping[str, Any] | None) -> dict[str, float | int]:
     """The effective budgets with ``budgets`` applied (:func:`toolcalls.guards.budgets_for`);
-    raises :class:`OperationError` (``bad_budget``)."""
+    raises :class:`OperationError` (``bad_budget``, ``details["fields"]`` naming
+    ``budgets.<name>``)."""
     try:
         return budgets_for(budgets)
     except BudgetError as exc:
-        raise OperationError("bad_budget", str(exc)) from None
+        raise OperationError("bad_budget", exc.message, details=exc.details) from None
 
 
 def _transport(options: StartOptions, adapter: ProviderAdapter) -> tuple[str, ReplayScript | None]:
