@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from approvals import services as approvals_services
 from tests.factories import (
     ModelTurnFactory,
     OperationFactory,
@@ -63,6 +65,20 @@ def start_family(demo: Any, family: str, replies: list[dict[str, Any]]) -> Opera
 
 def operator() -> Any:
     return get_user_model().objects.get(username="operator")
+
+
+def change_after_the_decisions_check(monkeypatch: Any, change: Callable[[], None]) -> None:
+    """Make ``change`` land just after an approval's own check of the tool's precondition
+    (``approvals.services.precondition_failure``) and before the resume's: the decision goes
+    through and the resume must find the change."""
+    checked = approvals_services.precondition_failure
+
+    def check_then_change(**kwargs: Any) -> Any:
+        found = checked(**kwargs)
+        change()
+        return found
+
+    monkeypatch.setattr(approvals_services, "precondition_failure", check_then_change)
 
 
 def transitions(operation: Operation) -> list[tuple[str, str]]:

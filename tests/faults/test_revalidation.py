@@ -1,5 +1,7 @@
-"""The order changes while its refund waits for a human: the approval still goes through, but
-the resume revalidates against the shop as it is now and nothing is paid."""
+"""The order changes while its refund waits for a human, just after the decision's own check of
+the tool's precondition: the approval goes through, but the resume revalidates against the shop
+as it is now and nothing is paid. (A change before that check refuses the approval itself:
+tests/approvals/test_decide.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import pytest
 from django.db.models import F
 
 from approvals.services import approval_decide
-from tests.engine import bundled_replies, operator, start
+from tests.engine import bundled_replies, change_after_the_decisions_check, operator, start
 from tests.faults.scenarios import FaultRun, claims, received
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
 from toolcalls.states import CallState, OperationState
@@ -38,17 +40,17 @@ CHANGES = {
 
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_an_order_changed_while_pending_blocks_the_approved_refund(
-    change: str, demo: object, fault: FaultRun
+    change: str, demo: object, fault: FaultRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     edit, code = CHANGES[change]
     fault.workers.start()
     [operation] = fault.drive([start(demo, bundled_replies("refund_approve"))])
     assert operation.state == OperationState.WAITING_APPROVAL
-    edit()
+    change_after_the_decisions_check(monkeypatch, edit)
     fault.totals.faults += 1
-    before = Order.objects.values("total_cents", "refunded_cents").get(order_id=ORDER)
 
     approval_decide(approval_pk=operation.approvals.get().pk, actor=operator(), approve=True)
+    changed = Order.objects.values("total_cents", "refunded_cents").get(order_id=ORDER)
     [operation] = fault.drive([operation])
 
     submit = operation.calls.get(tool_name="submit_refund")
@@ -56,4 +58,4 @@ def test_an_order_changed_while_pending_blocks_the_approved_refund(
     assert received(operation, submit.provider_call_id)["error"]["code"] == code
     assert operation.state == OperationState.COMPLETED, operation.terminal_reason
     assert LedgerEntry.objects.count() == 0
-    assert Order.objects.values("total_cents", "refunded_cents").get(order_id=ORDER) == before
+    assert Order.objects.values("total_cents", "refunded_cents").get(order_id=ORDER) == changed

@@ -5,17 +5,15 @@ operation's subject may use the resource (the tool's own ``authorize`` hook)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission, User
 from django.test import override_settings
 
-from approvals import services as approvals_services
 from approvals.services import approval_decide
 from tests import replies as r
-from tests.engine import bundled_replies, operator, start
+from tests.engine import bundled_replies, change_after_the_decisions_check, operator, start
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
 from toolcalls.models import Operation
 from toolcalls.states import CallState, OperationState
@@ -82,15 +80,7 @@ def test_an_approved_call_is_refused_at_resume_when_authorization_changed_while_
     edit, reason = CHANGES[change]
     operation = start(demo, bundled_replies("refund_approve"))
     assert operation.state == OperationState.WAITING_APPROVAL
-    checked = approvals_services.precondition_failure
-
-    def check_then_change(**kwargs: Any) -> Any:
-        """The change lands just after the decision's own check: the resume finds it."""
-        found = checked(**kwargs)
-        edit()
-        return found
-
-    monkeypatch.setattr(approvals_services, "precondition_failure", check_then_change)
+    change_after_the_decisions_check(monkeypatch, edit)
     approval_decide(approval_pk=operation.approvals.get().pk, actor=operator(), approve=True)
     _refused(operation, "submit_refund", reason)
     assert LedgerEntry.objects.count() == 0
