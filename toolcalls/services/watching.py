@@ -1,11 +1,12 @@
 """Waiting for an operation to change, told by the database instead of asking it again and again.
 
-On PostgreSQL every statement that appends audit events notifies each operation it touched, on
-the channel ``callgate_operation_<pk>``, when its transaction commits (migration
-``toolcalls.0023``): every step of an operation appends events, so a notification means a
-committed change to read. :func:`operation_watch` listens on one operation's channel on this
-thread's connection; its ``wait`` returns as soon as a change commits, or after a timeout (a
-wait never blocks longer than asked, so a missed notification costs at most one timeout).
+On PostgreSQL the statement that writes a step's audit events notifies each of their operations
+on the channel ``callgate_operation_<pk>`` (:func:`operation_channel`;
+``toolcalls.services.writes``), which PostgreSQL delivers when the step commits: every step of
+an operation appends events, so a notification means a committed change to read.
+:func:`operation_watch` listens on one operation's channel on this thread's connection; its
+``wait`` returns as soon as a change commits, or after a timeout (a wait never blocks longer
+than asked, so a missed notification costs at most one timeout).
 On SQLite (the embedded demo) nothing notifies, nor inside a transaction (PostgreSQL starts
 listening when it commits): ``wait`` sleeps ``poll_s`` (never longer than asked), and the caller
 reads again, as it would after a notification.
@@ -28,7 +29,10 @@ from psycopg import Connection, sql
 #: passed, whichever is first.
 Wait = Callable[[float], None]
 
-CHANNEL_PREFIX = "callgate_operation_"
+
+def operation_channel(operation_pk: int) -> str:
+    """The channel a step of operation ``operation_pk`` notifies when it commits."""
+    return f"callgate_operation_{int(operation_pk)}"
 
 
 @contextmanager
@@ -38,7 +42,7 @@ def operation_watch(*, operation_pk: int, poll_s: float) -> Iterator[Wait]:
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         yield lambda timeout_s: time.sleep(max(0.0, min(poll_s, timeout_s)))
         return
-    channel = sql.Identifier(f"{CHANNEL_PREFIX}{int(operation_pk)}")
+    channel = sql.Identifier(operation_channel(operation_pk))
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("LISTEN {}").format(channel))
     listening = connection.connection
