@@ -111,7 +111,8 @@ class ToolSpec:
       strings, or integers in cents for fields named ``*_cents`` (shown in ``currency``). A
       :class:`ToolError` leaves the summary empty.
     - ``search_fields``: the keys of the arguments and of the result data that hold business
-      identifiers (order, draft, refund IDs); the console's search finds calls by their values.
+      identifiers (order, draft, refund IDs); the console's search finds calls by their values,
+      and an operator who edits a call's arguments when approving it may not change them.
     - ``max_result_bytes``: limit on the canonical JSON of a result (``None``: the setting
       ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
       ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).

@@ -29,7 +29,7 @@ from tests.api.support import (
     post,
 )
 from tests.factories import UserFactory
-from toolcalls.demo.models import LedgerEntry
+from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import Tenant, ToolCall
 from toolcalls.states import OperationState
@@ -191,6 +191,32 @@ def test_an_invalid_edit_is_400_and_leaves_the_approval_pending(
     assert fields_of(error) == {"arguments": [error["message"]]}
     assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
     assert not LedgerEntry.objects.exists()
+
+
+def test_an_edit_cannot_move_a_refund_to_another_order_or_draft(
+    requester: APIClient, operator: APIClient
+) -> None:
+    """An edit changes how much or why, never which: not even to the same customer's open
+    draft of another order (another operation's, say)."""
+    _, approval = _parked(requester)
+    other = Order.objects.get(order_id="ORD-1003")
+    RefundDraft.objects.create(
+        tenant_ref=other.tenant_ref, draft_id="RD-ORD-1003-1", order=other, amount_cents=3000
+    )
+    moved = {"order_id": "ORD-1003", "draft_id": "RD-ORD-1003-1", "amount_cents": 3000}
+    error = error_of(
+        _decide(operator, approval["id"], decision="approve", arguments=moved), 400, "invalid_edit"
+    )
+    assert "order_id, draft_id must stay as proposed" in error["message"]
+    assert fields_of(error) == {"arguments": [error["message"]]}
+    assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
+    lowered = {**approval["arguments"], "amount_cents": 3000}  # how much may change
+    assert (
+        _decide(operator, approval["id"], decision="approve", arguments=lowered).status_code == 200
+    )
+    assert [(e.order.order_id, e.amount_cents) for e in LedgerEntry.objects.all()] == [
+        ("ORD-1001", 3000)
+    ]
 
 
 def test_approving_what_the_tools_precondition_refuses_is_409_and_decides_nothing(

@@ -124,6 +124,7 @@ def arguments_edit_check(
     if verdict.rejected:
         raise _arguments_refused(verdict.error_message)
     assert verdict.spec is not None and normalized.value is not None
+    _identifiers_kept(verdict.spec, call, normalized.value)
     if verdict.spec.approval.revision != policy_revision:
         raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
     return ArgumentsEdit(
@@ -152,6 +153,19 @@ def precondition_refusal(
     return None
 
 
+def _identifiers_kept(spec: ToolSpec, call: ToolCall, edited: Mapping[str, Any]) -> None:
+    """An edit changes how much or why, never which: the tool's business identifiers
+    (``ToolSpec.search_fields``: a refund's order and draft) stay as the model proposed them,
+    else ``invalid_edit``. Another target is another intent, for the model to propose."""
+    proposed = call.arguments or {}
+    moved = [name for name in spec.search_fields if edited.get(name) != proposed.get(name)]
+    if moved:
+        names = ", ".join(moved)
+        raise _arguments_refused(
+            f"An edit may change how much or why, not which: {names} must stay as proposed."
+        )
+
+
 def arguments_edit_precondition(*, operation: Operation, call: ToolCall, arguments: Any) -> None:
     """Before any lock: an edit that validates but that the tool's precondition already refuses
     (a refund beyond its draft) is ``invalid_edit`` now, with the approval still pending, rather
@@ -161,8 +175,9 @@ def arguments_edit_precondition(*, operation: Operation, call: ToolCall, argumen
         return
     normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
     verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
-    if verdict.rejected or normalized.value is None:
+    if verdict.rejected or normalized.value is None or verdict.spec is None:
         return  # refused with its own message inside the transaction
+    _identifiers_kept(verdict.spec, call, normalized.value)
     refusal = precondition_refusal(operation=operation, call=call, arguments=normalized.value)
     if refusal is not None:
         raise _arguments_refused(refusal.message)
