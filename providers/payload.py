@@ -6,6 +6,7 @@ so a hostile or mutated reply is classified (usually MALFORMED), never a crash.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,14 +35,20 @@ def integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-#: Larger "token counts" are not counts; they would not fit a turn's 32-bit column either.
+#: The largest token count kept (a turn's 32-bit column): a larger claim counts as this many.
 MAX_COUNT = 2**31 - 1
 
 
 def count(value: Any) -> int:
-    """A token count: integers from 0 to :data:`MAX_COUNT` as they are, anything else 0."""
-    valid = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-    return value if valid else 0
+    """A token count, never fewer tokens than the provider claims, so a token or cost budget is
+    never passed unseen: a whole number from 0 up as it is, at most :data:`MAX_COUNT` (a larger
+    one, infinity included, counts as that many); a fraction rounded up; anything else (a
+    negative number, NaN, not a number) 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    if value < 0:
+        return 0
+    return MAX_COUNT if value >= MAX_COUNT else math.ceil(value)
 
 
 def joined(pieces: Sequence[str]) -> str | None:

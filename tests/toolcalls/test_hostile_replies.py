@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
+from providers.payload import MAX_COUNT
 from tests import replies as r
 from tests.conftest import provider_settings
 from tests.engine import start
@@ -181,12 +182,15 @@ def test_a_call_whose_twin_has_an_unknown_outcome_does_nothing(demo, monkeypatch
         release.set()
 
 
-def test_odd_usage_counts_are_not_counts(demo) -> None:
-    reply = r.final()
+def test_odd_usage_counts_never_count_fewer_tokens_than_claimed(demo) -> None:
+    """A claim beyond what a turn can hold counts as the most it holds (a budget still trips);
+    a negative one is no count."""
+    reply = r.response(r.call("g1", "get_order", {"order_id": "ORD-1001"}))
     reply["body"]["usage"] = {"input_tokens": 10**30, "output_tokens": -5}
-    operation = start(demo, [reply])
-    assert operation.state == S.COMPLETED
-    assert (operation.input_tokens, operation.output_tokens) == (0, 0)
+    operation = start(demo, [reply, r.final()], budgets={"max_input_tokens": 100_000})
+    assert (operation.input_tokens, operation.output_tokens) == (MAX_COUNT, 0)
+    assert operation.state == S.ESCALATED
+    assert operation.terminal_reason.startswith("MAX_INPUT_TOKENS")
 
 
 def test_retry_after_beyond_the_limit_fails_instead_of_waiting_for_ever(demo) -> None:
