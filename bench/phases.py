@@ -49,8 +49,8 @@ Figures = dict[str, float | None]
 _STARTED = time.monotonic()
 #: States an operation of the bench ends in; ESCALATED means a guard tripped (a bench bug).
 _DONE = frozenset({*OPERATION_TERMINAL, OperationState.ESCALATED})
-#: How often this process would look at an operation it waits for on a database that cannot
-#: say when one changes (the bench runs on PostgreSQL, which does).
+#: How often this process would look at an operation it waits for if nothing told it of a
+#: change (the bench runs with Redis, which does: ``operation_watch``).
 _POLL_S = 0.005
 #: Statements a turn does not count: transaction control.
 _CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
@@ -161,8 +161,8 @@ def _state(operation_pk: int) -> str:
 
 def _wait_state(operation_pk: int, states: Iterable[str], *, timeout_s: float = 60) -> str:
     """Wait until the operation is in one of ``states`` (or done), as a client that follows it
-    does: told by the database when a step of it commits (``operation_watch``), reading its
-    state then, with no poll interval in between."""
+    does: told when a step of it commits (``operation_watch``), reading its state then, with no
+    poll interval in between."""
     wanted = frozenset(states)
     deadline = time.monotonic() + timeout_s
     with operation_watch(operation_pk=operation_pk, poll_s=_POLL_S) as wait:

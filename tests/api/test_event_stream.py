@@ -89,7 +89,7 @@ def gunicorn(celery_worker: Any) -> Iterator[str]:
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),
         "TEST_CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "CALLGATE_API_STREAM_POLL_S": "30",  # what it sends, it sends as told by the database
+        "CALLGATE_API_STREAM_POLL_S": "30",  # every event comes as its step is published
     }
     process = subprocess.Popen(
         [
@@ -119,7 +119,7 @@ def gunicorn(celery_worker: Any) -> Iterator[str]:
 def test_a_client_follows_a_refund_live_and_resumes(
     demo: DemoSeed, celery_worker: Any, settings: Any, server: str, request: pytest.FixtureRequest
 ) -> None:
-    # Reads 30 s apart at most: every event comes as the database says its step committed.
+    # Reads 30 s apart at most: every event comes as its committed step is published.
     settings.CALLGATE_API_STREAM_POLL_S = 30
     cache.clear()
     if server == "gunicorn":

@@ -1,6 +1,7 @@
-"""Waiting for an operation: on PostgreSQL the commit of a step that appends to its audit trail
-wakes the waiter at once; another operation's, a rolled-back one's or none leave it to its
-timeout; inside a transaction (where nothing is delivered) it sleeps its poll interval."""
+"""Waiting for an operation: the commit of a step that appends to its audit trail wakes the
+waiter at once (published on the broker's Redis); another operation's, a rolled-back one's or
+none leave it to its timeout; without Redis, or with Redis out of reach, it sleeps its poll
+interval."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
 
 from tests.factories import OperationFactory
 from toolcalls.actors import ENGINE
 from toolcalls.models import Operation
+from toolcalls.services import watching
 from toolcalls.services.audit import audit_record
 from toolcalls.services.watching import operation_watch
 from toolcalls.states import AuditKind
@@ -76,9 +79,18 @@ def test_a_change_while_nobody_waited_still_counts() -> None:
         assert time.monotonic() - started < 5
 
 
-def test_inside_a_transaction_it_sleeps_its_poll_interval() -> None:
+@pytest.mark.parametrize("broker", ["memory://localhost/", "redis://127.0.0.1:1/0"])
+def test_without_redis_it_sleeps_its_poll_interval(broker: str) -> None:
     operation = OperationFactory.create()
-    with transaction.atomic(), operation_watch(operation_pk=operation.pk, poll_s=0.2) as wait:
-        started = time.monotonic()
-        wait(30)
-        assert 0.2 <= time.monotonic() - started < 5
+    watching._redis.cache_clear()
+    try:
+        with (
+            override_settings(CELERY_BROKER_URL=broker),
+            operation_watch(operation_pk=operation.pk, poll_s=0.2) as wait,
+        ):
+            started = time.monotonic()
+            wait(30)
+            assert 0.2 <= time.monotonic() - started < 5
+            _appended(operation.pk)  # publishing without Redis is no error
+    finally:
+        watching._redis.cache_clear()

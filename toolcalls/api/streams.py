@@ -8,9 +8,9 @@ carries the operation (its state, final text and reason) and the stream closes.
 
 Each read is one short autocommit read (no transaction is held open between reads, so none
 sits idle in transaction); then the thread waits for the operation's next committed change
-(``toolcalls.services.watching``: on PostgreSQL the database says when one commits, so events
-arrive as they are recorded) for at most ``CALLGATE_API_STREAM_POLL_S`` seconds, the time
-between reads on a database that cannot say so (SQLite). A stream lasts at most
+(``toolcalls.services.watching``: each committed step is published on the broker's Redis, so
+events arrive as they are recorded) for at most ``CALLGATE_API_STREAM_POLL_S`` seconds, the
+time between reads where nothing is published (no Redis: the embedded demo). A stream lasts at most
 ``CALLGATE_API_STREAM_MAX_S`` seconds; then it closes and the client reconnects with
 ``Last-Event-ID``, as EventSource does by itself. A comment line every ``KEEPALIVE_S`` seconds
 keeps proxies from closing an idle stream.

@@ -28,7 +28,7 @@ from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 
 #: Demo operator's denial reason, sent to the model.
 DENY_REASON = "Refunds for cosmetic damage need a photo first."
-#: Seconds between reads where the database cannot say when the operation changes (SQLite).
+#: Seconds between reads where nothing says when the operation changes (no Redis: the demo).
 POLL_S = 0.05
 
 

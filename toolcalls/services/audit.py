@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, NotRequired, TypedDict, Unpack
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -18,6 +19,7 @@ from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.hooks import audit_recorded, audit_rows
 from toolcalls.models import AuditEvent, Operation, ToolCall
+from toolcalls.services.watching import operations_changed
 from toolcalls.services.writes import Change, rows_write
 from toolcalls.states import AuditKind
 
@@ -110,10 +112,14 @@ def audit_insert(
     """Insert ``inserts`` (new rows, ids given), ``events`` and the rows the audit row sources
     give for them, and save ``changes`` (rows and the fields to save: the chain head of the
     operation among them) in one statement (:func:`rows_write`), then tell the audit listeners
-    of each event (``toolcalls.hooks``), inside the transaction that records them."""
+    of each event (``toolcalls.hooks``), inside the transaction that records them, and whoever
+    watches their operations once it commits (``toolcalls.services.watching``)."""
     rows_write(events, changes, inserts, additions=audit_rows(events))
     for event in events:
         audit_recorded(event)
+    if events:
+        changed = sorted({event.operation_id for event in events})
+        transaction.on_commit(partial(operations_changed, changed), robust=True)
 
 
 def audit_record(*, operation: Operation, **fields: Unpack[EventFields]) -> AuditEvent:

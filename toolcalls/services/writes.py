@@ -1,10 +1,6 @@
 """A step's writes in one statement on PostgreSQL: its audit events and each row it changed;
 a new row and a read that goes with it; a new row unless it repeats a unique one.
 
-The statement that appends a step's events also notifies each of their operations' channels
-(``pg_notify``; ``toolcalls.services.watching``), which PostgreSQL delivers when the step
-commits and never for one rolled back: whoever waits for the operation reads the change then.
-
 Each ``UPDATE`` and the events' ``INSERT`` are compiled by Django as they would be on their own
 (the same SQL and parameters as ``save(update_fields=...)`` and ``bulk_create``) and become the
 data-modifying ``WITH`` queries of one statement, whose own ``SELECT`` returns the events' ids
@@ -26,7 +22,6 @@ from django.db.models.constants import OnConflict
 
 from toolcalls.compiled import Compiled, insert_sql, update_sql
 from toolcalls.models import AuditEvent
-from toolcalls.services.watching import operation_channel
 
 #: A changed row and the names of the fields to save (``auto_now`` fields included).
 Change = tuple[models.Model, Sequence[str]]
@@ -43,15 +38,14 @@ def rows_write(
     :func:`row_insert_reading` reserves them), ``events`` (their ids set afterwards) and
     ``additions`` (new rows, no ids wanted back; one that would repeat a unique row is left
     out), and save each of ``changes``, in one statement on PostgreSQL (its foreign keys are
-    checked at its end, so an event may name a row inserted with it), which notifies the
-    events' operations (see the module docstring). Raises ``DatabaseError`` when a changed row
-    matched no row (as ``save(update_fields=...)`` does)."""
+    checked at its end, so an event may name a row inserted with it). Raises ``DatabaseError``
+    when a changed row matched no row (as ``save(update_fields=...)`` does)."""
     added = _by_model(additions)
     parts = len(changes) + bool(events) + bool(inserts) + len(added)
     if not parts:
         return
     connection = connections[AuditEvent.objects.db]
-    if connection.vendor != "postgresql" or (parts == 1 and not events):
+    if connection.vendor != "postgresql" or parts == 1:
         _separately(events, changes, inserts, added)
         return
     statement, params = _statement(connection, events, changes, inserts, added)
@@ -97,9 +91,6 @@ def _statement(
         insert, insert_params = _insert(list(events))
         parts.append(f"e AS ({insert} RETURNING {quote('id')}, {quote('seq')})")
         params.extend(insert_params)
-        channels = sorted({operation_channel(event.operation_id) for event in events})
-        results.extend("pg_notify(%s, '')" for _ in channels)
-        params.extend(channels)
         results.append(f"(SELECT array_agg({quote('id')} ORDER BY {quote('seq')}) FROM e)")
     return f"WITH {', '.join(parts)} SELECT {', '.join(results) or 'NULL'}", params
 
