@@ -10,6 +10,7 @@ from django import forms
 
 from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.states import ApprovalState
+from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.registry import RISKS
 
 #: Deepest edited arguments accepted, as the API accepts in a body: tool arguments nest a few
@@ -42,14 +43,18 @@ class DecisionForm(forms.Form):
             self.fields["arguments"].initial = arguments
 
     def clean_arguments(self) -> Any:
-        """The edited arguments as a JSON object, or ``None`` when left as proposed."""
+        """The edited arguments as a JSON object, or ``None`` when left as proposed; I-JSON as
+        the API takes a body (:func:`~toolcalls.binding.exact_json_loads`: a member name typed
+        twice is refused, never read as its last value)."""
         text = self.cleaned_data.get("arguments", "")
         if not text.strip():
             return None
         try:
-            value = json.loads(text)
+            value = exact_json_loads(text)
         except RecursionError:  # the parser's own limit, far above ours
             raise forms.ValidationError(_TOO_DEEP) from None
+        except InexactJson as exc:
+            raise forms.ValidationError(f"Not usable exactly as typed: {exc}.") from None
         except ValueError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
         if not isinstance(value, dict):

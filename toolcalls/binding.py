@@ -3,19 +3,112 @@ result binding").
 
 Canonical form is RFC 8785 (JSON Canonicalization Scheme), as the ``rfc8785`` package writes it
 (:func:`canonical_json`); every digest is SHA-256 over it, as 64 lower-case hex characters.
+RFC 8785 takes I-JSON (RFC 7493), and so does every JSON document Callgate reads from a person
+or a service (:func:`exact_json_loads`): each member name once in its object, every number
+within ±(2**53-1).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import rfc8785
 
+from toolcalls.schema_errors import place_text
+
 CanonicalizationError = rfc8785.CanonicalizationError
+
+#: The largest magnitude a JSON number is carried exactly with (I-JSON, RFC 7493 §2.2). Beyond
+#: it every binary64 number is a whole one that a reader may round, and PostgreSQL's jsonb
+#: writes any number as digits (1e20 comes back as the integer 100000000000000000000).
+SAFE_INTEGER = 2**53 - 1
+
+
+class InexactJson(CanonicalizationError):
+    """What JSON cannot carry exactly (a number beyond ±:data:`SAFE_INTEGER`, NaN, a member
+    name given twice in one object), at ``path``: the keys and list indexes from the value down
+    to it. The message names the place as ``a/0/b`` (:func:`~toolcalls.schema_errors.place_text`)
+    and says what is wrong there."""
+
+    def __init__(self, path: Sequence[str | int], problem: str) -> None:
+        super().__init__(place_text(path, problem))
+        self.path = tuple(path)
+
+
+class _Repeated(dict[str, Any]):
+    """An object :func:`exact_json_loads` read with a member name given twice (``repeated``),
+    kept until the whole document is read so that the refusal can name its place."""
+
+    repeated = ""
+
+
+def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) == len(pairs):
+        return members
+    marked = _Repeated(members)
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            marked.repeated = name
+            break
+        seen.add(name)
+    return marked
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def exact_json_loads(text: str | bytes) -> Any:
+    """The one JSON document ``text`` holds, as I-JSON (RFC 7493) has it. Raises
+    :class:`InexactJson` naming the first place (in document order) where a member name is
+    given twice in one object (§2.3: Python's reader keeps the last one, so ``{"decision":
+    "deny", "decision": "approve"}`` would approve) or a number is beyond ±(2**53-1) (§2.2);
+    ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` too); ``RecursionError``
+    when nested deeper than Python parses."""
+    value = json.loads(text, object_pairs_hook=_members, parse_constant=_not_json)
+    exact_check(value)
+    return value
+
+
+def exact_check(value: Any) -> None:
+    """Raise :class:`InexactJson` for the first place (in document order) where ``value`` holds
+    what JSON cannot carry exactly: a number beyond ±(2**53-1), whether written as a whole
+    number or not (``1e20`` is ``100000000000000000000``), NaN, or, in what
+    :func:`exact_json_loads` read, a member name given twice. Iterative: the depth is the
+    sender's choice."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Repeated):
+            problem = "given twice in one object; JSON objects may not repeat a member name"
+            raise InexactJson((*path, item.repeated), f"{problem} (I-JSON, RFC 7493 §2.3)")
+        if isinstance(item, dict):
+            stack += [(child, (*path, key)) for key, child in reversed(item.items())]
+        elif isinstance(item, list | tuple):
+            stack += [(item[i], (*path, i)) for i in range(len(item) - 1, -1, -1)]
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            problem = _number_problem(item)
+            if problem:
+                raise InexactJson(path, problem)
+
+
+def _number_problem(number: float) -> str:
+    if number != number:
+        return "NaN is not a JSON number"
+    if -SAFE_INTEGER <= number <= SAFE_INTEGER:
+        return ""
+    text = str(number)
+    shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text.lstrip('-'))} digits)"
+    return (
+        f"{shown} is beyond ±{SAFE_INTEGER}, the numbers JSON carries exactly "
+        "(I-JSON, RFC 7493 §2.2)"
+    )
 
 
 def canonical_json(value: Any) -> bytes:
@@ -42,7 +135,6 @@ def canonical_json(value: Any) -> bytes:
 #: Sorted keys, no spaces, text escaped only where RFC 8785 escapes it (quote, backslash,
 #: control characters, with the same short forms and lower-case ``\u00xx``).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-_SAFE_INTEGER = 2**53 - 1
 
 
 def _plain(value: Any) -> bool:
@@ -52,7 +144,7 @@ def _plain(value: Any) -> bool:
     if value is None or isinstance(value, bool | str):
         return True
     if isinstance(value, int):
-        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+        return -SAFE_INTEGER <= value <= SAFE_INTEGER
     if isinstance(value, dict):
         return all(
             isinstance(key, str) and key.isascii() and _plain(item) for key, item in value.items()

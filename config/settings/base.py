@@ -148,7 +148,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # The Accept header alone chooses the type: ``?format=`` is refused like any unknown parameter.
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["toolcalls.api.parsers.ExactJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "toolcalls.api.schema.ContractSchema",
     "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"api_key": env("CALLGATE_API_RATE", default="600/min")},

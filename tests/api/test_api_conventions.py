@@ -52,7 +52,8 @@ from toolcalls.api.models import ApiKey, IdempotentRequest
 from toolcalls.api.request_ids import RequestIdFilter
 from toolcalls.demo.services import DemoSeed
 from toolcalls.errors import CallgateError
-from toolcalls.models import Operation
+from toolcalls.models import AgentRevision, Operation
+from toolcalls.remote.models import RemoteTool
 from toolcalls.services.agents import AgentDefinition, agent_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -467,13 +468,79 @@ def test_what_the_database_cannot_hold_is_400_not_500(
     if fragment is None:
         response = client.get(f"{API}{path}")
     else:
-        raw = json.dumps(create_body(replies=[final()]))[:-1] + f", {fragment}}}"
+        replaced = fragment.split('"')[1]
+        body = {k: v for k, v in create_body(replies=[final()]).items() if k != replaced}
+        raw = json.dumps(body)[:-1] + f", {fragment}}}"
         response = client.post(
             f"{API}{path}", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
         )
     error_of(response, 400, code)
     assert not Operation.objects.exists()
     assert not IdempotentRequest.objects.exists()
+
+
+#: JSON no reader takes exactly (I-JSON, RFC 7493): a member name given twice in one object
+#: (DRF's parser kept the last) and numbers beyond ±(2**53-1), whole or not (an audit event
+#: holding one could not be hashed: a 500). Each ``fragment`` (raw JSON) is added to a valid
+#: start request, with the place its refusal names.
+NOT_EXACT = [
+    ('"subject_ref": "cus_2002"', "subject_ref: given twice"),
+    ('"settings": {"temperature": 0.2, "temperature": 1.5}', "settings/temperature: given twice"),
+    ('"messages": [{"role": "user", "text": "a", "role": "assistant"}]', "messages/0/role: given"),
+    ('"settings": {"max_output_tokens": 9007199254740992}', "settings/max_output_tokens: 9007"),
+    ('"settings": {"max_output_tokens": 100000000000000000000}', "settings/max_output_tokens: 1"),
+    ('"settings": {"max_output_tokens": 1e20}', "settings/max_output_tokens: 1e+20"),
+    ('"settings": {"thinking_budget_tokens": -1e300}', "settings/thinking_budget_tokens: -1e"),
+    ('"metadata": {"n": "1", "n": "2"}, "budgets": {"max_turns": 1e400}', "metadata/n: given"),
+]
+
+
+@pytest.mark.parametrize(("fragment", "named"), NOT_EXACT)
+def test_json_no_reader_takes_exactly_is_malformed_and_starts_nothing(
+    demo: DemoSeed, fragment: str, named: str
+) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    raw = json.dumps(create_body(replies=[final()]))[:-1] + f", {fragment}}}"
+    response = client.post(
+        f"{API}/operations", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    error = error_of(response, 400, "malformed_request")
+    assert error["message"].startswith(f"The body cannot be read exactly as sent: {named}"), error
+    assert not Operation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "named"),
+    [
+        (
+            "/agents",
+            '{"name": "big", "family": "openai_responses", "model": "gpt-5.1", '
+            '"settings": {"max_output_tokens": 9007199254740992}}',
+            "settings/max_output_tokens",
+        ),
+        (
+            "/remote-servers/ledger/tools",
+            '{"name": "pay", "url": "http://127.0.0.1:9/pay", "input_schema": {"type": "object", '
+            '"properties": {"a": {"type": "integer", "maximum": 1' + "0" * 30 + "}}}}",
+            "input_schema/properties/a/maximum",
+        ),
+        (
+            "/remote-servers/ledger/tools",
+            '{"name": "pay", "url": "http://127.0.0.1:9/pay", "input_schema": {"type": "object", '
+            '"properties": {"a": {"type": "integer", "maximum": 1e30}}}}',
+            "input_schema/properties/a/maximum",
+        ),
+    ],
+)
+def test_every_body_is_read_exactly(demo: DemoSeed, path: str, body: str, named: str) -> None:
+    client, _ = keyed_client(demo.tenant, *ALL_SCOPES)
+    assert post(client, "/remote-servers", {"name": "ledger", "kind": "http"}).status_code == 201
+    response = client.post(
+        f"{API}{path}", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    error = error_of(response, 400, "malformed_request")
+    assert f"{named}: " in error["message"] and "RFC 7493" in error["message"], error
+    assert not AgentRevision.objects.exists() and not RemoteTool.objects.exists()
 
 
 def test_an_idempotency_key_with_nul_is_400(demo: DemoSeed) -> None:

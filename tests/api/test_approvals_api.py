@@ -18,6 +18,7 @@ from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from tests import replies as r
 from tests.api.support import (
+    API,
     DECIDE,
     READ,
     WRITE,
@@ -260,6 +261,35 @@ def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:
     operation = get(requester, f"/operations/{operation_id}").json()
     assert operation["state"] == S.COMPLETED
     assert "did not approve" in operation["final_text"]
+    assert not LedgerEntry.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "place"),
+    [
+        ('{"decision": "deny", "reason": "no", "decision": "approve"}', "decision"),
+        (
+            '{"decision": "approve", "arguments": {"order_id": "ORD-1001", "draft_id": '
+            '"RD-ORD-1001-1", "amount_cents": 1000, "amount_cents": 4999}}',
+            "arguments/amount_cents",
+        ),
+    ],
+)
+def test_a_member_name_given_twice_decides_nothing(
+    requester: APIClient, operator: APIClient, body: str, place: str
+) -> None:
+    """JSON readers keep the last of two members of one name, so the first would be approved
+    while the second is what ran: the body is refused as one that is not JSON is."""
+    _, approval = _parked(requester)
+    response = operator.post(
+        f"{API}/approvals/{approval['id']}/decide",
+        body,
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="twice",
+    )
+    error = error_of(response, 400, "malformed_request")
+    assert f"{place}: given twice in one object" in error["message"]
+    assert get(operator, f"/approvals/{approval['id']}").json()["state"] == ApprovalState.PENDING
     assert not LedgerEntry.objects.exists()
 
 

@@ -1,5 +1,6 @@
-"""Hostile input in the console (deeply nested edited arguments, NUL in the search box or in an ID
-of a URL) is answered with a message or a 404, never a 500, and changes nothing."""
+"""Hostile input in the console (deeply nested edited arguments, arguments no JSON reader takes
+exactly, NUL in the search box or in an ID of a URL) is answered with a message or a 404, never a
+500, and changes nothing."""
 
 from __future__ import annotations
 
@@ -59,6 +60,29 @@ def test_a_nul_in_edited_arguments_is_refused_with_a_message(parked) -> None:
     assert response.status_code == 200 and b"NUL" in response.content
     response = _client("operator").post(url, {"arguments": arguments.replace("\\u0000", NUL)})
     assert response.status_code == 200 and b"Null characters are not allowed" in response.content
+    _unchanged(parked)
+
+
+@pytest.mark.parametrize(
+    ("amount", "refusal"),
+    [
+        ('3000, "amount_cents": 4999', "amount_cents: given twice in one object"),
+        ("9007199254740992", "amount_cents: 9007199254740992 is beyond ±9007199254740991"),
+        ("1e20", "amount_cents: 1e+20 is beyond ±9007199254740991"),
+    ],
+)
+def test_edited_arguments_no_reader_takes_exactly_are_refused_on_the_field(
+    parked, amount, refusal
+) -> None:
+    """A member typed twice was read as its last value (3000 then 4999 approved 4999, recorded
+    as no edit); a number beyond ±(2**53-1) has no exact canonical form."""
+    approval = parked.approvals.get()
+    url = reverse("approvals:decide", args=[approval.public_id, "approve"])
+    arguments = f'{{"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": {amount}}}'
+    response = _client("operator").post(url, {"arguments": arguments})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert list(errors) == ["arguments"] and refusal in errors["arguments"][0], errors
     _unchanged(parked)
 
 

@@ -122,6 +122,38 @@ def test_a_scenario_reply_that_could_only_fail_is_refused_as_the_api_refuses_it(
     assert not Operation.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("fragment", "said"),
+    [
+        (
+            '"input": "Refund me.", "input": "Refund the other order."',
+            "input: given twice in one object; JSON objects may not repeat a member name",
+        ),
+        (
+            '"settings": {"max_output_tokens": 9007199254740992}',
+            "settings/max_output_tokens: 9007199254740992 is beyond ±9007199254740991",
+        ),
+        (
+            '"settings": {"max_output_tokens": 1e20}',
+            "settings/max_output_tokens: 1e+20 is beyond ±9007199254740991",
+        ),
+    ],
+)
+def test_a_scenario_no_reader_takes_exactly_is_a_clear_refusal(
+    tmp_path: Path, fragment: str, said: str
+) -> None:
+    """Read as the API reads a body: a member given twice is not read as its last value, and a
+    number beyond ±(2**53-1), which no audit event can hash, ends in a message, not a
+    traceback."""
+    text = bundled_path(family="openai_responses", name="refusal").read_text()
+    path = tmp_path / "inexact.json"
+    path.write_text(text.rstrip()[:-1] + f", {fragment}}}")
+    with pytest.raises(CommandError) as refused:
+        _run("run_scenario", str(path))
+    assert str(refused.value).startswith(f"{path}: not usable exactly as written: {said}")
+    assert not Operation.objects.exists()
+
+
 def test_expect_mismatch_fails_the_command() -> None:
     path = bundled_path(family="openai_responses", name="refusal")
     with pytest.raises(CommandError, match="expected COMPLETED, got REFUSED"):

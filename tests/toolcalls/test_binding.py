@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -14,8 +15,10 @@ from hypothesis import strategies as st
 from toolcalls.binding import (
     Binding,
     CanonicalizationError,
+    InexactJson,
     canonical_json,
     digest,
+    exact_json_loads,
     request_digest,
 )
 
@@ -35,6 +38,36 @@ def test_values_json_cannot_represent_exactly_are_refused() -> None:
         canonical_json({1: "a key that is not a string"})
     with pytest.raises(CanonicalizationError):
         canonical_json({"\ud800": "a key that is not valid Unicode"})
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"a": 1, "a": 2}', "a: given twice in one object"),
+        ('{"a": {"b": [{"c": 1, "d": 2, "c": 3}]}}', "a/b/0/c: given twice in one object"),
+        ('[{"x": 1}, {"y": 1, "y": 1}]', "1/y: given twice in one object"),
+        ('{"n": 9007199254740992}', "n: 9007199254740992 is beyond ±9007199254740991"),
+        ('{"n": -9007199254740992}', "n: -9007199254740992 is beyond ±9007199254740991"),
+        ('{"n": [1e20]}', "n/0: 1e+20 is beyond ±9007199254740991"),
+        ('{"n": 1e400}', "n: inf is beyond ±9007199254740991"),
+        ("1" + "0" * 40, "(root): 100000000000… (41 digits) is beyond ±9007199254740991"),
+        ('{"first": 1e300, "then": {"x": 1, "x": 2}}', "first: 1e+300 is beyond"),
+    ],
+)
+def test_json_no_reader_takes_exactly_is_refused_naming_its_place(text: str, said: str) -> None:
+    with pytest.raises(InexactJson) as refused:
+        exact_json_loads(text)
+    assert str(refused.value).startswith(said), refused.value
+    assert isinstance(refused.value, CanonicalizationError | ValueError)
+
+
+def test_exact_json_is_read_as_json_is() -> None:
+    text = '{"a": [1, 2.5, -9007199254740991, 9007199254740991.0, "x", null, true], "b": {}}'
+    assert exact_json_loads(text) == json.loads(text)
+    assert exact_json_loads(b'{"a": {"a": {"a": 1}}}') == {"a": {"a": {"a": 1}}}
+    for text in ('{"n": NaN}', '{"n": Infinity}', "{not json"):
+        with pytest.raises(ValueError, match=r"not JSON|Expecting"):
+            exact_json_loads(text)
 
 
 #: Strings that stress escaping and key order: control characters, quotes, backslashes, text

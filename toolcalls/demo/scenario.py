@@ -9,7 +9,6 @@ checks its own (:mod:`toolcalls.services.scripts`) and stores them as a ``Replay
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from providers.families import ADAPTERS
 from providers.replay import REPLY_SCHEMA
+from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.errors import CallgateError
 from toolcalls.models import ReplayScript
 from toolcalls.schema_errors import error_text, errors_in_order
@@ -67,11 +67,14 @@ class ScenarioError(CallgateError):
 
 
 def scenario_read(path: Path) -> dict[str, Any]:
-    """Parse and validate a scenario file; raises :class:`ScenarioError`."""
+    """Parse (as I-JSON: :func:`~toolcalls.binding.exact_json_loads`) and validate a scenario
+    file; raises :class:`ScenarioError`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = exact_json_loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
+    except InexactJson as exc:
+        raise ScenarioError(f"{path}: not usable exactly as written: {exc}") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise ScenarioError(f"{path}: not readable JSON ({type(exc).__name__}: {exc})") from None
     errors = errors_in_order(_VALIDATOR, data)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolcalls import catalogue
-from toolcalls.binding import canonical_json, digest
+from toolcalls.binding import canonical_json, digest, exact_json_loads
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
@@ -40,31 +40,24 @@ class Arguments:
     problem: str = ""
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    names = [name for name, _ in pairs]
-    if len(set(names)) != len(names):
-        raise ValueError("repeated member name")
-    return dict(pairs)
-
-
 def arguments_normalize(
     *, arguments: Mapping[str, Any] | None, arguments_error: bool, raw_arguments: str | None
 ) -> Arguments:
     """Normalise one call's arguments; never raises.
 
-    Unusable: not exactly one JSON object; a member name repeated in the raw text (RFC 8785
-    needs I-JSON); a value JSON cannot represent exactly (integers beyond ±2**53-1, non-finite
-    numbers); nesting too deep to process; a NUL or lone surrogate in any string.
+    Unusable: not exactly one JSON object; raw text that is not I-JSON (a member name given
+    twice in one object, a number beyond ±(2**53-1): :func:`~toolcalls.binding.exact_json_loads`,
+    as RFC 8785 needs); a value JSON cannot represent exactly (integers beyond ±2**53-1,
+    non-finite numbers); nesting too deep to process; a NUL or lone surrogate in any string.
     """
     if arguments_error or arguments is None:
         return Arguments(None, problem="The arguments must be exactly one JSON object.")
     try:
         if isinstance(raw_arguments, str) and raw_arguments.strip():
-            json.loads(raw_arguments, object_pairs_hook=_reject_duplicates)
+            exact_json_loads(raw_arguments)
         canonical = canonical_json(arguments).decode()
     except (ValueError, RecursionError) as exc:  # CanonicalizationError is a ValueError
-        reason = "they repeat a member name" if "repeated member" in str(exc) else str(exc)
-        return Arguments(None, problem=f"The arguments cannot be used exactly as sent: {reason}.")
+        return Arguments(None, problem=f"The arguments cannot be used exactly as sent: {exc}.")
     value = json.loads(canonical)
     if storable(value) != value:
         return Arguments(None, problem="The arguments contain a NUL or an unpaired surrogate.")
