@@ -113,8 +113,9 @@ def _number_problem(number: float) -> str:
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of ``value``; raises :data:`CanonicalizationError` for values JSON cannot
-    represent exactly (non-finite floats, integers beyond ±2**53-1, keys that are not strings,
-    text that is not valid Unicode).
+    represent exactly: :class:`InexactJson` naming the place of a number beyond ±(2**53-1),
+    whole or not, or NaN (:func:`exact_check`); infinite floats, keys that are not strings, text
+    that is not valid Unicode.
 
     A value whose canonical form is plain JSON (:func:`_plain`) is written by the standard
     library's C encoder, keys sorted, no spaces, text as UTF-8: byte for byte what ``rfc8785``
@@ -126,6 +127,8 @@ def canonical_json(value: Any) -> bytes:
             return _ENCODER.encode(value).encode()
         except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it with its own error
             pass
+    # rfc8785 writes 1e20 as 100000000000000000000 and 2**53 not at all: refused alike, by place.
+    exact_check(value)
     try:
         return rfc8785.dumps(value)
     except UnicodeEncodeError as exc:  # rfc8785 orders keys by UTF-16: a lone surrogate in one

@@ -305,6 +305,35 @@ def test_a_request_may_not_change_what_its_agent_fixes(
     assert not Operation.objects.exists()
 
 
+def test_a_setting_stored_beyond_exact_json_refuses_what_uses_it_naming_it(
+    client: APIClient,
+) -> None:
+    """A revision stored before bodies were read as I-JSON with a setting of 2**53: starting,
+    forking or revising with it was a 500 (its audit event could not be hashed)."""
+    _agent(client)
+    original = _start(client, agent="refunds")
+    inexact = {"temperature": 0.2, "max_output_tokens": 2**53}
+    stored = AgentRevision.objects.get()
+    stored.pk, stored.number, stored.settings = None, 2, inexact
+    stored.save(force_insert=True)
+    stored.profile.latest_revision = 2
+    stored.profile.save(update_fields=["latest_revision"])
+    said = "max_output_tokens: 9007199254740992 is beyond ±9007199254740991"
+    refusals = [
+        post(client, "/operations", _from_agent(agent="refunds")),
+        post(client, f"/operations/{original['id']}/fork", {"from_turn": 0, "agent": "refunds"}),
+        post(client, "/agents/refunds/revisions", {"note": "a new note only"}),
+    ]
+    for response in refusals:
+        error = error_of(response, 400, "invalid_request")
+        assert fields_of(error) == {"settings.max_output_tokens": [error["message"]]}, error
+        assert error["message"].startswith(said), error
+    assert Operation.objects.count() == 1 and AgentRevision.objects.count() == 2
+    fixed = {"settings": {"max_output_tokens": 800}}
+    assert post(client, "/agents/refunds/revisions", fixed).status_code == 201
+    assert post(client, "/operations", _from_agent(agent="refunds")).status_code == 201
+
+
 @pytest.mark.parametrize("agent", ["refunds@2", "returns", "refunds@0", "Refunds"])
 def test_an_unknown_agent_is_400(client: APIClient, agent: str) -> None:
     _agent(client)

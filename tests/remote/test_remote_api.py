@@ -43,6 +43,36 @@ def test_register_review_enable_and_disable_an_mcp_server(
     assert [s["name"] for s in get(client, "/remote-servers").json()] == ["shop"]
 
 
+@pytest.mark.parametrize("maximum", [10**30, 1e30])
+def test_a_served_tool_canonical_json_cannot_hold_is_listed_with_its_problem(
+    demo: Any, scripted_mcp: ScriptedMcp, maximum: float
+) -> None:
+    """A served schema with a number beyond ±(2**53-1) has no revision digest (registering the
+    server was a 500): the tool is listed, disabled, saying why, and cannot be enabled; the
+    server's other tools can."""
+    wide = {"type": "object", "properties": {"n": {"type": "integer", "maximum": maximum}}}
+    scripted_mcp.script(
+        [{"name": "wide", "inputSchema": wide}, {"name": "lookup", "inputSchema": SCHEMA}]
+    )
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    created = post(
+        client, "/remote-servers", {"name": "shop", "kind": "mcp", "url": scripted_mcp.url}
+    )
+    assert created.status_code == 201, created.content
+    tools = {tool["name"]: tool for tool in created.json()["tools"]}
+    said = (
+        "the served tool cannot be pinned by its canonical JSON: input_schema/properties/n/maximum"
+    )
+    assert tools["shop__wide"]["problem"].startswith(said), tools
+    assert tools["shop__lookup"]["problem"] == ""
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    refused = post(client, "/remote-servers/shop/tools/wide/enable", review)
+    assert error_of(refused, 400, "invalid_tool")["message"].startswith(said)
+    assert post(client, "/remote-servers/shop/tools/lookup/enable", review).status_code == 200
+    assert post(client, "/remote-servers/shop/discover").status_code == 200
+    assert "shop__wide" not in catalogue.tool_names(demo.tenant)
+
+
 def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
     client, _ = keyed_client(demo.tenant, MANAGE)
     body = {"name": "ledger", "kind": "http", "signing_secret": "s"}

@@ -32,6 +32,18 @@ def test_canonical_form_ignores_key_order_and_whitespace() -> None:
 def test_values_json_cannot_represent_exactly_are_refused() -> None:
     with pytest.raises(CanonicalizationError):
         canonical_json({"amount": 2**60})
+    for value, said in [
+        ({"amount": 2**60}, "amount: 1152921504606846976 is beyond ±9007199254740991"),
+        ({"a": [1.5, 1e20]}, "a/1: 1e+20 is beyond ±9007199254740991"),  # rfc8785: "1000…0"
+        ({"a": {"b": 2.0**53}}, "a/b: 9007199254740992.0 is beyond ±9007199254740991"),
+        ({"a": float("nan")}, "a: NaN is not a JSON number"),
+    ]:
+        with pytest.raises(InexactJson) as refused:
+            canonical_json(value)
+        assert str(refused.value).startswith(said), refused.value
+    assert canonical_json({"a": [9007199254740991.0, -1e15, 1e-300]}) == (
+        b'{"a":[9007199254740991,-1000000000000000,1e-300]}'
+    )
     with pytest.raises(CanonicalizationError):
         canonical_json({"text": "lone \ud800 surrogate"})
     with pytest.raises(CanonicalizationError):
@@ -95,7 +107,7 @@ _TEXT = st.text(
     max_size=8,
 )
 _NUMBERS = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.floats(
-    allow_nan=False, allow_infinity=False
+    min_value=-(2**53) + 1, max_value=2**53 - 1
 )
 _JSON = st.recursive(
     st.none() | st.booleans() | _NUMBERS | _TEXT,

@@ -55,6 +55,58 @@ def test_arguments_json_cannot_carry_exactly_are_invalid_and_the_loop_goes_on(de
     assert RefundDraft.objects.count() == 0
 
 
+def _live(demo: Any, family: str, model: str) -> Any:
+    """An operation of the demo customer on the live transport (the local provider endpoint
+    the test scripted), as it ended."""
+    operation = operation_start(
+        tenant=demo.tenant,
+        requested_by=get_user_model().objects.get(username="requester"),
+        subject_ref="cus_1001",
+        family=family,
+        model=model,
+        input_text="Check ORD-1002.",
+        transport="live",
+    )
+    operation.refresh_from_db()
+    return operation
+
+
+def _anthropic(content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
+    body = {
+        "id": f"msg_{stop_reason}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop_reason,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+    return {"kind": "response", "http_status": 200, "body": body}
+
+
+@pytest.mark.parametrize("amount", [1e20, 2.0**53, -1e300])
+def test_parsed_arguments_json_cannot_carry_exactly_are_invalid_not_a_crash(
+    demo, replay_server, settings, amount
+) -> None:
+    """A family that sends arguments as an object (no text to read again) with a number beyond
+    ±(2**53-1) written as a float: its canonical form read back was an integer no digest takes,
+    which crashed the turn."""
+    settings.CALLGATE_PROVIDERS = provider_settings(replay_server)
+    arguments = {"order_id": "ORD-1002", "amount_cents": amount, "reason": "other"}
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "create_refund_draft"}
+    replies = [
+        _anthropic([{**tool_use, "input": arguments}], "tool_use"),
+        _anthropic([{"type": "text", "text": "Done."}], "end_turn"),
+    ]
+    replay_server.script(model="claude-test", family="anthropic_messages", replies=replies)
+    operation = _live(demo, "anthropic_messages", "claude-test")
+    assert operation.state == S.COMPLETED
+    assert _rejections(operation) == {"toolu_1": "INVALID_ARGUMENTS"}
+    message = (operation.calls.get().model_result or {})["error"]["message"]
+    assert "amount_cents: " in message and "is beyond ±9007199254740991" in message
+    assert RefundDraft.objects.count() == 0
+
+
 def test_nul_and_huge_identifiers_are_stored_without_crashing(
     demo, replay_server, settings
 ) -> None:
@@ -67,16 +119,7 @@ def test_nul_and_huge_identifiers_are_stored_without_crashing(
     replay_server.script(
         model="nul-model", family="openai_responses", replies=[reply, r.final("Done \x00.")]
     )
-    operation = operation_start(
-        tenant=demo.tenant,
-        requested_by=get_user_model().objects.get(username="requester"),
-        subject_ref="cus_1001",
-        family="openai_responses",
-        model="nul-model",
-        input_text="Check ORD-1002.",
-        transport="live",
-    )
-    operation.refresh_from_db()
+    operation = _live(demo, "openai_responses", "nul-model")
     assert operation.state == S.COMPLETED
     assert operation.calls.get().provider_call_id == long_id
     assert operation.turns.get(index=0).text == "Order ORD-1002 \ufffd is fine."

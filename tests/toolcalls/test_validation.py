@@ -38,6 +38,15 @@ def test_unusable_arguments_say_why(raw: str, value: dict[str, Any] | None, prob
     assert result.value is None and problem in result.problem
 
 
+@pytest.mark.parametrize("number", [1e20, 2.0**53, -1e300])
+def test_a_parsed_number_beyond_exact_json_is_unusable_not_an_error(number: float) -> None:
+    """Arguments given as an object (no text to read again): canonical JSON writes 1e20 as
+    100000000000000000000, which read back was an integer no digest takes (raised)."""
+    result = arguments_normalize(arguments={"n": number}, arguments_error=False, raw_arguments=None)
+    assert result.value is None and "n: " in result.problem
+    assert "is beyond ±9007199254740991" in result.problem
+
+
 def _check(operation: Operation, tool: str, arguments: dict[str, Any]) -> Verdict:
     normalized = arguments_normalize(arguments=arguments, arguments_error=False, raw_arguments=None)
     return call_check(operation=operation, tool_name=tool, arguments=normalized)

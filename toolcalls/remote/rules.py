@@ -4,7 +4,9 @@
   so the first ``__`` separates them); it must satisfy every provider's tool-name rule
   (``providers.adapter.PLAIN_TOOL_NAME``) and name no tool deployed with Callgate.
 - Revision: SHA-256 of the RFC 8785 canonical JSON of the served name, description, input
-  schema and annotations; any change to them is a new revision that needs enabling.
+  schema and annotations; any change to them is a new revision that needs enabling. A revision
+  canonical JSON cannot hold (a ``maximum`` of 1e30) is recorded with that problem and cannot
+  be enabled.
 - Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object;
   Callgate validates arguments against it with unknown fields rejected
   (``additionalProperties: false`` at the top level, whatever the server says).
@@ -23,7 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from providers.adapter import PLAIN_TOOL_NAME
-from toolcalls.binding import digest
+from toolcalls.binding import CanonicalizationError, canonical_json, digest
 from toolcalls.remote.clients import ServedTool
 
 SERVER_NAME = re.compile(r"[a-z][a-z0-9-]{0,29}")
@@ -47,15 +49,22 @@ def model_name(server_name: str, remote_name: str) -> str:
 
 
 def served_sha256(served: ServedTool) -> str:
-    """The served revision's digest (hex SHA-256)."""
-    return digest(
-        {
-            "name": served.name,
-            "description": served.description,
-            "input_schema": served.input_schema,
-            "annotations": served.annotations,
-        }
-    )
+    """The served revision's digest (hex SHA-256); ``""`` for a revision canonical JSON cannot
+    hold (a number beyond ±(2**53-1) in its schema: :func:`served_problem` says so, and it
+    cannot be enabled)."""
+    try:
+        return digest(_revision(served))
+    except CanonicalizationError:
+        return ""
+
+
+def _revision(served: ServedTool) -> dict[str, Any]:
+    return {
+        "name": served.name,
+        "description": served.description,
+        "input_schema": served.input_schema,
+        "annotations": served.annotations,
+    }
 
 
 def served_problem(served: ServedTool, *, server_name: str) -> str:
@@ -63,6 +72,10 @@ def served_problem(served: ServedTool, *, server_name: str) -> str:
     name = model_name(server_name, served.name)
     if not PLAIN_TOOL_NAME.fullmatch(name):
         return f"{name!r} is not a name a model may call: [A-Za-z0-9_-], at most 64 characters"
+    try:
+        canonical_json(_revision(served))
+    except CanonicalizationError as exc:
+        return f"the served tool cannot be pinned by its canonical JSON: {exc}"
     schema = served.input_schema
     try:
         Draft202012Validator.check_schema(dict(schema))

@@ -23,7 +23,7 @@ from providers.base import (
 from providers.families import get_adapter
 from toolcalls import catalogue, telemetry
 from toolcalls.actors import Actor
-from toolcalls.binding import digest
+from toolcalls.binding import InexactJson, digest, exact_check
 from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import AgentRevision, Operation, ReplayScript, Tenant
@@ -237,7 +237,14 @@ def settings_check(
     adapter: ProviderAdapter, settings: Mapping[str, Any] | None, tool_names: Sequence[str]
 ) -> ModelSettings:
     """``settings`` as :class:`ModelSettings` the family honours; raises
-    :class:`OperationError` (``unsupported_setting``, ``details["setting"]`` naming it)."""
+    :class:`OperationError` (``unsupported_setting``, ``details["setting"]`` naming it), also
+    for a number no audit event can hold exactly (beyond ±(2**53-1): an agent revision may have
+    stored one before bodies were read as I-JSON)."""
+    try:
+        exact_check(settings or {})
+    except InexactJson as exc:
+        details = {"setting": str(exc.path[0])}
+        raise OperationError("unsupported_setting", str(exc), details=details) from None
     try:
         model_settings = ModelSettings.from_dict(settings or {})
         adapter.check_settings(model_settings, tool_names=tool_names)
