@@ -206,6 +206,7 @@ def test_create_read_and_revise_an_agent(client: APIClient) -> None:
         ({"approval_overrides": {"get_order": {"policy": "above_threshold", "threshold": 1}}},
          {"approval_overrides.get_order"}),
         ({"budgets": {"max_turns": "six"}}, {"budgets.max_turns"}),
+        ({"budgets": {"max_parallel": 2.0}}, {"budgets.max_parallel"}),
         ({"tools": ["get_order", "submit_refund", "get_order"]}, {"tools"}),
         ({"colour": "blue"}, {"colour"}),
     ],

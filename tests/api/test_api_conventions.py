@@ -640,6 +640,8 @@ WRONG_TYPES: list[tuple[str, str, dict[str, Any], str]] = [
     ("POST", "/operations/{op}/cancel", {"reason": False}, "reason"),
     ("POST", "/operations/{op}/extend", {"note": ["late"]}, "note"),
     ("POST", "/operations/{op}/extend", {"budgets": {"max_turns": "9"}}, "budgets.max_turns"),
+    ("POST", "/operations/{op}/extend", {"budgets": {"max_turns": 5.0}}, "budgets.max_turns"),
+    ("POST", "/agents", {"budgets": {"max_parallel": 2.0}}, "budgets.max_parallel"),
     ("POST", "/operations/{op}/messages", {"input": 5}, "input"),
     ("POST", "/operations/{op}/fork", {"from_turn": "0"}, "from_turn"),
     ("POST", "/operations/{op}/fork", {"from_turn": 0.0}, "from_turn"),

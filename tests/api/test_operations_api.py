@@ -213,12 +213,35 @@ def test_create_refusals_of_the_service_keep_its_code(
     assert not ReplayScript.objects.exists()  # a refused start keeps nothing
 
 
-@pytest.mark.parametrize("value", [1000, -1, 2.5, 0])
+@pytest.mark.parametrize("value", [1000, -1, 0])
 def test_a_bad_budget_keeps_its_code_and_names_the_budget(client: APIClient, value: Any) -> None:
     body = create_body(budgets={"max_cost_usd": 1.5, "max_turns": value})
     error = error_of(post(client, "/operations", body), 400, "bad_budget")
     assert fields_of(error) == {"budgets.max_turns": [error["message"]]}
     assert not Operation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "budgets",
+    [{"max_turns": 3.0}, {"max_parallel": 2.0}, {"max_turns": 2.5}, {"max_tool_calls": 1e1}],
+)
+def test_a_budget_that_counts_takes_a_json_integer(
+    client: APIClient, budgets: dict[str, float]
+) -> None:
+    """As every integer field: 3.0 was stored as 3 (and 2.5 refused as bad_budget); the
+    schema says integer, docs/api.md not 5.0."""
+    response = post(client, "/operations", create_body(budgets=budgets))
+    error = error_of(response, 400, "invalid_request")
+    (name,) = budgets
+    assert fields_of(error) == {f"budgets.{name}": ["Must be a JSON integer, not a number."]}
+    assert not Operation.objects.exists()
+    wrong = post(client, "/operations", create_body(budgets={"max_turns": "3"}))
+    assert fields_of(error_of(wrong, 400, "invalid_request")) == {
+        "budgets.max_turns": ["Must be a JSON integer, not a string."]
+    }
+    given = {"max_turns": 8, "max_cost_usd": 2.0, "deadline_s": 600.5}  # 2.0: not a count
+    data = create(client, budgets=given)
+    assert {name: data["budgets"][name] for name in given} == given
 
 
 def test_unknown_family_is_refused_with_the_families_it_knows(client: APIClient) -> None:
@@ -375,6 +398,8 @@ def test_extend_an_escalated_operation_resumes_it(client: APIClient) -> None:
     url = f"/operations/{operation['id']}/extend"
     refused = error_of(post(client, url, {"budgets": {"max_turns": 1000}}), 400, "bad_budget")
     assert set(fields_of(refused)) == {"budgets.max_turns"}
+    refused = error_of(post(client, url, {"budgets": {"max_turns": 5.0}}), 400, "invalid_request")
+    assert fields_of(refused) == {"budgets.max_turns": ["Must be a JSON integer, not a number."]}
     error_of(post(client, url, {"budgets": {"max_turns": 1}}), 409, "still_over")
     response = post(client, url, {"budgets": {"max_turns": 10}, "note": "customer is waiting"})
     assert response.status_code == 200, response.content

@@ -100,7 +100,7 @@ def json_type_errors(field: serializers.Field, value: Any) -> Any:
     if isinstance(field, serializers.ListField) and isinstance(value, list):
         found = {i: json_type_errors(field.child, item) for i, item in enumerate(value)}
     elif isinstance(field, serializers.DictField) and isinstance(value, dict):
-        found = {key: json_type_errors(field.child, item) for key, item in value.items()}
+        found = {key: json_type_errors(_member(field, key), item) for key, item in value.items()}
     else:
         expected = next((name for kind, name in JSON_TYPES if isinstance(field, kind)), None)
         actual = json_type(value)
@@ -108,6 +108,12 @@ def json_type_errors(field: serializers.Field, value: Any) -> Any:
             return None
         return [f"Must be a JSON {expected}, not {_A[actual]}."]
     return {key: detail for key, detail in found.items() if detail} or None
+
+
+def _member(field: serializers.DictField, key: str) -> serializers.Field:
+    """The field that reads member ``key`` of ``field``: its child, or for budgets the
+    budget's own (:meth:`BudgetsField.member`: a count takes an integer)."""
+    return field.member(key) if isinstance(field, BudgetsField) else field.child
 
 
 class StrictSerializer(serializers.Serializer):
@@ -208,9 +214,15 @@ class MessageSerializer(StrictSerializer):
 
 @extend_schema_field(_budgets_schema())
 class BudgetsField(serializers.DictField):
-    """Guard overrides by name (docs/guards.md): JSON numbers, whole where they count things."""
+    """Guard overrides by name (docs/guards.md): JSON numbers, JSON integers where they count
+    things (:meth:`member`, which :class:`StrictSerializer` checks each one against)."""
 
     child = BudgetLimit()
+
+    def member(self, name: str) -> serializers.Field:
+        """The field budget ``name`` takes: an integer where it counts things (``max_turns``),
+        else a number (seconds, USD; an unknown name is refused as unknown)."""
+        return _COUNT if name in GUARDS and name not in FRACTIONAL else self.child
 
     def to_internal_value(self, data: Any) -> dict[str, float | int]:
         value = super().to_internal_value(data)
@@ -219,6 +231,9 @@ class BudgetsField(serializers.DictField):
             raise serializers.ValidationError(f"unknown budgets: {', '.join(unknown)}")
         return {k: int(v) if float(v).is_integer() else v for k, v in value.items()}
 
+
+#: What a budget that counts things takes: a JSON integer.
+_COUNT = serializers.IntegerField()
 
 #: A model name as providers write them.
 MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"
