@@ -41,6 +41,7 @@ from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
 from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind
+from toolcalls.text import visible
 
 __all__ = [
     "DECIDE_PERMISSION",
@@ -321,7 +322,7 @@ def _decide(
     edit = None
     if approve and arguments is not None:
         edit = _edit(step, approval, actor, who, arguments)
-    if not approve and not reason.strip():
+    if not approve and not visible(reason):
         raise ApprovalError("reason_required", "A denial needs a reason for the model.")
     state = ApprovalState.APPROVED if approve else ApprovalState.DENIED
     _record(step, approval, actor, who, state, reason)

@@ -145,6 +145,8 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         except ApprovalError as exc:
             if exc.code == "invalid_edit":
                 form.add_error("arguments", exc.message)
+            elif exc.code == "reason_required":  # the form's own check knows only white space
+                form.add_error("reason", exc.message)
             elif exc.code in _KEPT:
                 form.add_error(None, f"Not recorded: {exc.message}")
             else:

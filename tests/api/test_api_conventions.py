@@ -654,14 +654,40 @@ WRONG_TYPES: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize("case", WRONG_TYPES, ids=lambda case: f"{case[1]} {json.dumps(case[2])}")
-def test_every_body_refuses_a_value_of_the_wrong_json_type(
-    demo: DemoSeed, parked: dict[str, str], case: tuple[str, str, dict[str, Any], str]
+#: Text that may not be blank, given with nothing a person can see (white space, or format
+#: characters that DRF's trimming keeps): each endpoint, extra fields, the input they name.
+BLANK_TEXT: list[tuple[str, str, dict[str, Any], str]] = [
+    ("POST", "/operations", {"input": "   "}, "input"),
+    ("POST", "/operations", {"input": "\u200b"}, "input"),
+    ("POST", "/operations", {"subject_ref": "\u2060"}, "subject_ref"),
+    ("POST", "/operations", {"messages": [{"role": "user", "text": " \ufeff"}]}, "messages.0.text"),
+    ("POST", "/operations", {"metadata": {"ticket": "\u180e"}}, "metadata.ticket"),
+    ("POST", "/operations", {"tools": ["get_order", "\u200b"]}, "tools.1"),
+    ("POST", "/operations/{op}/cancel", {"reason": "\u200b\u2060"}, "reason"),
+    ("POST", "/operations/{op}/stop", {"reason": "\ufeff"}, "reason"),
+    ("POST", "/operations/{op}/messages", {"input": "\n\u200b"}, "input"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [(case, "Must be a JSON ") for case in WRONG_TYPES]
+    + [(case, "This field may not be blank.") for case in BLANK_TEXT],
+    ids=lambda value: f"{value[1]} {json.dumps(value[2])}" if isinstance(value, tuple) else "",
+)
+def test_every_body_refuses_a_value_of_the_wrong_json_type_or_blank_text(
+    demo: DemoSeed, parked: dict[str, str], case: tuple[str, str, dict[str, Any], str], said: str
 ) -> None:
     method, path, extra, named = case
     fields = fields_of(_refused(demo, parked, (method, path, WRITE), **extra))
     assert set(fields) == {named}, fields
-    assert fields[named][0].startswith("Must be a JSON "), fields
+    assert fields[named][0].startswith(said), fields
+
+
+def test_text_with_a_visible_character_is_kept_as_sent(demo: DemoSeed) -> None:
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    data = create(client, input="\u200b Refund ORD-1001, please. ", subject_ref="cus_1001")
+    assert data["input"] == "\u200b Refund ORD-1001, please. "
 
 
 def test_a_typo_in_a_field_name_starts_nothing(demo: DemoSeed) -> None:

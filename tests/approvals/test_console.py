@@ -87,6 +87,10 @@ def test_deny_requires_a_reason(parked) -> None:
     url = reverse("approvals:decide", args=[approval.public_id, "deny"])
     response = _post(client, url, {"reason": ""})
     assert response.status_code == 200 and b"This field is required" in response.content
+    response = _post(client, url, {"reason": "\u200b\u2060"})  # the form sees no white space
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"reason": ["A denial needs a reason for the model."]}
+    assert response.context["form"]["reason"].value() == "\u200b\u2060"
     response = _post(client, url, {"reason": "Photo first."})
     assert response.status_code == 302
     approval.refresh_from_db()

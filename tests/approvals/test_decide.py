@@ -76,11 +76,19 @@ def test_one_decision_wins(parked) -> None:
     assert LedgerEntry.objects.count() == 0
 
 
-def test_denial_needs_a_reason(parked) -> None:
+#: Reasons a person cannot see: white space, and format characters that ``str.strip`` keeps
+#: (zero-width space, word joiner, byte-order mark, Mongolian vowel separator).
+INVISIBLE_REASONS = ["   ", "\u200b", "\u2060", "\ufeff", "\u180e", " \u200b\n\u2060\t"]
+
+
+@pytest.mark.parametrize("reason", INVISIBLE_REASONS)
+def test_denial_needs_a_reason_a_person_can_see(parked, reason) -> None:
     with pytest.raises(ApprovalError) as exc:
-        _decide(parked, operator(), approve=False, reason="   ")
+        _decide(parked, operator(), approve=False, reason=reason)
     assert exc.value.code == "reason_required"
     assert parked.approvals.get().state == ApprovalState.PENDING
+    _decide(parked, operator(), approve=False, reason="\u200bPhoto first.")
+    assert parked.approvals.get().decision_reason == "\u200bPhoto first."
 
 
 def test_approval_past_expiry_by_database_time_expires_and_nothing_runs(parked) -> None:

@@ -337,6 +337,13 @@ def test_bulk_decides_each_on_its_own_and_reports_each(demo) -> None:
         reverse("approvals:bulk"), {"approval": ticked, "decision": "deny"}
     ).content.decode()
     assert "A denial needs a reason" in denied_without_reason
+    invisible = {"approval": ticked, "decision": "deny", "reason": "\ufeff\u180e"}
+    assert (
+        "A denial needs a reason"
+        in client.post(reverse("approvals:bulk"), invisible).content.decode()
+    )
+    fresh.refresh_from_db()
+    assert fresh.state == "PENDING"
     response = client.post(
         reverse("approvals:bulk"), {"approval": ticked, "decision": "deny", "reason": "Dup."}
     )

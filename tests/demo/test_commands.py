@@ -103,6 +103,11 @@ def test_bad_scenario_files_are_clear_errors(tmp_path: Path) -> None:
     bad.write_text(json.dumps({**scenario, "input": "x\u0000", "replies": [reply]}))
     with pytest.raises(CommandError, match="holds a NUL"):
         _run("run_scenario", str(bad))
+    for blank in (" ", "\u200b\ufeff"):
+        bad.write_text(json.dumps({**scenario, "input": blank, "replies": [reply]}))
+        with pytest.raises(CommandError, match="input: may not be blank"):
+            _run("run_scenario", str(bad))
+    assert not Operation.objects.exists()
 
 
 def test_a_scenario_reply_that_could_only_fail_is_refused_as_the_api_refuses_it(

@@ -107,8 +107,9 @@ def test_extension_refusals(demo) -> None:
         with pytest.raises(EscalationError) as exc:
             operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets=budgets)
         assert exc.value.code == code
-    with pytest.raises(EscalationError, match="say why"):
-        operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason=" ")
+    for blank in (" ", "\u200b", "\ufeff\u2060"):
+        with pytest.raises(EscalationError, match="say why"):
+            operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason=blank)
     operation_extend(
         operation_pk=operation.pk, actor=Actor.system("test"), budgets={"max_turns": 10}
     )

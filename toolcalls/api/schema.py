@@ -24,6 +24,8 @@ from drf_spectacular.openapi import AutoSchema
 
 from toolcalls.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
+from toolcalls.api.serializers import may_not_be_blank
+from toolcalls.text import visible_pattern
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
@@ -44,25 +46,25 @@ _NULL = {"enum": [None]}
 
 class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
-    ``sometimes_absent`` names), request text that may not be blank saying so (and without
-    ``""`` as its default), blank-or-formatted text as ``anyOf``, an object or null as
-    ``oneOf``, and a list of names that takes each once as ``uniqueItems``."""
+    ``sometimes_absent`` names), request text that may not be blank saying so (a visible
+    character, :func:`~toolcalls.text.visible_pattern`, and no ``""`` as its default),
+    blank-or-formatted text as ``anyOf``, an object or null as ``oneOf``, and a list of names
+    that takes each once as ``uniqueItems``."""
 
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
     ) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
-        trimmed = getattr(field, "trim_whitespace", False) and not field.allow_blank
         own_pattern = any(isinstance(v, RegexValidator) for v in field.validators)
         if (
             direction == "request"
-            and trimmed
+            and may_not_be_blank(field)
             and not own_pattern
             and schema.get("type") == "string"
         ):
-            # DRF drops surrounding blanks first: text of blanks only is blank. A field with
-            # its own pattern says that one (drf-spectacular adds it when none is set).
-            schema.setdefault("pattern", r"\S")
+            # Text of white space and format characters only is blank (StrictSerializer). A
+            # field with its own pattern says that one (drf-spectacular adds it when none is set).
+            schema.setdefault("pattern", visible_pattern())
         if getattr(field, "unique_items", False):
             schema["uniqueItems"] = True  # serializers.NameList refuses a name given twice
         if direction == "request" and schema.get("default") == "" and not field.allow_blank:

@@ -32,6 +32,7 @@ from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
 from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
+from toolcalls.text import visible
 
 MAX_METADATA_KEYS = 50
 
@@ -90,24 +91,34 @@ def json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def json_type_errors(field: serializers.Field, value: Any) -> Any:
-    """Where ``value`` (parsed JSON) is not of the JSON type ``field`` takes, as DRF's
-    validation detail: messages, or ``{index or key: detail}`` within a list or an object;
-    ``None`` where it is. ``null``, and a list or an object where the field takes none, are
-    the field's own to refuse."""
+def strict_errors(field: serializers.Field, value: Any) -> Any:
+    """Where ``value`` (parsed JSON) is not of the JSON type ``field`` takes, or is text
+    without a visible character where the field may not be blank (:func:`may_not_be_blank`),
+    as DRF's validation detail: messages, or ``{index or key: detail}`` within a list or an
+    object; ``None`` where it is neither. ``null``, and a list or an object where the field
+    takes none, are the field's own to refuse."""
     if value is None:
         return None
     if isinstance(field, serializers.ListField) and isinstance(value, list):
-        found = {i: json_type_errors(field.child, item) for i, item in enumerate(value)}
+        found = {i: strict_errors(field.child, item) for i, item in enumerate(value)}
     elif isinstance(field, serializers.DictField) and isinstance(value, dict):
-        found = {key: json_type_errors(_member(field, key), item) for key, item in value.items()}
+        found = {key: strict_errors(_member(field, key), item) for key, item in value.items()}
     else:
         expected = next((name for kind, name in JSON_TYPES if isinstance(field, kind)), None)
         actual = json_type(value)
-        if expected in (None, actual) or (expected, actual) == ("number", "integer"):
-            return None
-        return [f"Must be a JSON {expected}, not {_A[actual]}."]
+        if expected not in (None, actual) and (expected, actual) != ("number", "integer"):
+            return [f"Must be a JSON {expected}, not {_A[actual]}."]
+        if may_not_be_blank(field) and isinstance(value, str) and not visible(value):
+            return [str(field.error_messages["blank"])]  # as DRF says it of ""
+        return None
     return {key: detail for key, detail in found.items() if detail} or None
+
+
+def may_not_be_blank(field: serializers.Field) -> bool:
+    """Whether ``field`` is text that may not be blank: it must hold a visible character
+    (:func:`toolcalls.text.visible`), not only white space or format characters such as
+    U+200B, which DRF (trimming white space, if at all) takes."""
+    return isinstance(field, serializers.CharField) and not field.allow_blank
 
 
 def _member(field: serializers.DictField, key: str) -> serializers.Field:
@@ -120,7 +131,8 @@ class StrictSerializer(serializers.Serializer):
     """A request body: a field it does not declare is a validation error naming it (a typo such
     as ``budget`` for ``budgets`` must not start an operation with default budgets), and so is
     a value not of its field's JSON type (``"model": 2`` is not ``"2"``, ``"stream": "true"``
-    is not ``true``), in lists and objects too (``tools.1``)."""
+    is not ``true``) or text without a visible character where blank text is refused
+    (``"input": "\u200b"`` as ``""``), in lists and objects too (``tools.1``)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, Mapping):
@@ -135,7 +147,7 @@ class StrictSerializer(serializers.Serializer):
         wrong = {
             name: detail
             for name, field in self.fields.items()
-            if name in data and (detail := json_type_errors(field, data[name]))
+            if name in data and (detail := strict_errors(field, data[name]))
         }
         try:
             value = super().to_internal_value(data)

@@ -23,6 +23,7 @@ from toolcalls.models import ReplayScript
 from toolcalls.schema_errors import error_text, errors_in_order
 from toolcalls.services.scripts import ScriptError, replies_check
 from toolcalls.storage import storable
+from toolcalls.text import visible
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -82,6 +83,9 @@ def scenario_read(path: Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: {error_text(errors[0])}")
     if storable(data) != data:
         raise ScenarioError(f"{path}: holds a NUL or an unpaired surrogate, which cannot be stored")
+    if not visible(data["input"]):
+        message = "input: may not be blank (white space and format characters alone)"
+        raise ScenarioError(f"{path}: {message}")
     try:
         replies_check(replies=data["replies"], family=data["family"])
     except ScriptError as exc:

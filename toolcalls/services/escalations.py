@@ -18,6 +18,7 @@ from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_transition
 from toolcalls.services.unit import Step, lease_clear, operation_step
 from toolcalls.states import OperationState
+from toolcalls.text import visible
 
 NO_PROGRESS = "max_no_progress_turns"
 #: Where an escalated operation may resume on its own (a budget extension).
@@ -97,7 +98,7 @@ def _refuse_unraised(operation: Operation, merged: Mapping[str, Any]) -> None:
 
 def operation_stop(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
     """End an escalated operation for good (STOPPED). Raises :class:`EscalationError`."""
-    if not reason.strip():
+    if not visible(reason):
         raise EscalationError("reason_required", "say why the operation is stopped")
     with _escalated_step(operation_pk) as step:
         reason = f"STOPPED: {reason.strip()}"
