@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -19,6 +20,7 @@ from toolcalls.demo.scenario import bundled_path
 from toolcalls.guards import budgets_for
 from toolcalls.models import Operation, ReplayScript, ToolCall
 from toolcalls.services.operations import operation_start
+from toolcalls.services.watching import operations_changed
 
 
 def bundled_replies(name: str, family: str = "openai_responses") -> list[dict[str, Any]]:
@@ -79,6 +81,16 @@ def change_after_the_decisions_check(monkeypatch: Any, change: Callable[[], None
         return found
 
     monkeypatch.setattr(approvals_services, "precondition_failure", check_then_change)
+
+
+def wakeups_in(callbacks: list[Callable[[], Any]]) -> list[Callable[[], Any]]:
+    """The wake-ups among a transaction's on-commit ``callbacks``: not the publication that
+    tells watchers its operations changed (``toolcalls.services.watching``)."""
+    return [
+        callback
+        for callback in callbacks
+        if not (isinstance(callback, partial) and callback.func is operations_changed)
+    ]
 
 
 def transitions(operation: Operation) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from approvals.models import ApprovalRequest
-from tests.engine import call_set
+from tests.engine import call_set, wakeups_in
 from tests.factories import OrderFactory
 from toolcalls import registry
 from toolcalls.actors import Actor
@@ -101,7 +101,7 @@ def test_an_approval_with_an_edit_replaces_the_arguments_and_resumes_after_commi
     assert call.state == CallState.APPROVED and call.arguments_edited
     assert (call.arguments, call.arguments_sha256) == (edit.value, edit.sha256)
     assert call.events.get().approval_ref == "apr_x"
-    assert len(wakeups) == 1
+    assert len(wakeups_in(wakeups)) == 1
 
 
 def test_a_denial_tells_the_model_why_and_settles_the_set() -> None:

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRequest
 from providers.base import ProposedCall
+from tests.engine import wakeups_in
 from tests.factories import ModelTurnFactory, OperationFactory, OrderFactory
 from toolcalls.guards import budgets_for
 from toolcalls.models import Operation
@@ -64,7 +65,7 @@ def test_each_call_is_rejected_parked_or_queued_and_the_set_parks(
     assert operation.state == OperationState.WAITING_APPROVAL
     approval = ApprovalRequest.objects.get(call=calls["c_refund"])
     assert approval.arguments_sha256 == calls["c_refund"].arguments_sha256
-    assert len(wakeups) == 1  # the lookup's execution
+    assert len(wakeups_in(wakeups)) == 1  # the lookup's execution
     kinds = [(e.kind, e.to_state) for e in operation.events.order_by("seq")]
     assert kinds == [
         ("call.proposed", "PROPOSED"),
@@ -85,7 +86,7 @@ def test_a_set_rejected_whole_is_ready_and_wakes_the_next_turn(
         operation = _dispatch([_proposed("c_bad", "get_order", {"order_id": 7})])
     assert operation.state == OperationState.RESULTS_READY
     assert operation.calls.get().error_code == "INVALID_ARGUMENTS"
-    assert len(wakeups) == 1
+    assert len(wakeups_in(wakeups)) == 1
     assert operation.tool_call_count == 1 and operation.calls_per_tool == {"get_order": 1}
 
 
@@ -103,7 +104,7 @@ def test_no_more_calls_start_than_max_parallel(
     queued = dict(operation.calls.values_list("provider_call_id", "queued_at"))
     assert queued["c_1"] is not None and queued["c_2"] is None
     assert operation.state == OperationState.EXECUTING
-    assert len(wakeups) == 1
+    assert len(wakeups_in(wakeups)) == 1
 
 
 def test_the_operation_row_is_written_once_per_dispatch() -> None:

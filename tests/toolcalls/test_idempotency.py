@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.engine import call_set
+from tests.engine import call_set, wakeups_in
 from tests.factories import ModelTurnFactory, ToolCallFactory
 from toolcalls import registry
 from toolcalls.actors import WORKER
@@ -131,7 +131,7 @@ def test_a_call_whose_twin_is_running_waits_and_is_woken_again(
     call.refresh_from_db()
     assert (call.state, call.key_waits) == (CallState.PROPOSED, 1)
     assert call.events.get().kind == "call.key_in_flight"
-    assert len(wakeups) == 1
+    assert len(wakeups_in(wakeups)) == 1
 
 
 def test_a_call_whose_twin_has_an_unknown_outcome_does_nothing() -> None:
