@@ -94,3 +94,28 @@ def test_without_redis_it_sleeps_its_poll_interval(broker: str) -> None:
             _appended(operation.pk)  # publishing without Redis is no error
     finally:
         watching._redis.cache_clear()
+
+
+def test_a_publication_never_holds_up_the_commit_and_goes_out_once_per_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The publisher thread sends; what is handed over while it sends goes in its next batch,
+    each operation once."""
+    sending, release = threading.Event(), threading.Event()
+    batches: list[set[int]] = []
+
+    def publish(operation_pks: set[int]) -> None:
+        batches.append(set(operation_pks))
+        sending.set()
+        release.wait(10)
+
+    monkeypatch.setattr(watching, "_publish", publish)
+    watching.operations_changed([1])
+    assert sending.wait(10)  # the thread holds batch {1} until released
+    watching.operations_changed([2, 3])
+    watching.operations_changed([3])  # returned although no publish can go out
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert batches == [{1}, {2, 3}]

@@ -13,6 +13,8 @@ message.
 Redis, not PostgreSQL's ``NOTIFY``: a transaction that notifies takes a database-wide lock at
 commit and holds it through its WAL flush, so every step of every worker would commit one after
 another; a publish is a message to Redis after the commit, and costs nothing when nobody listens.
+A thread of the process sends the publications (:class:`_Publisher`), so a step never waits for
+Redis: what commits meanwhile goes out in the next batch, once per operation.
 
 Read what you wait for *after* entering the watch: a change committed before the subscription
 is then seen by that read, one committed after it wakes ``wait``.
@@ -21,6 +23,9 @@ is then seen by that read, one committed after it wakes ``wait``.
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -59,18 +64,67 @@ def _redis() -> redis.Redis | None:
 
 
 def operations_changed(operation_pks: Iterable[int]) -> None:
-    """Publish that each of ``operation_pks`` changed (after the commit that changed them). A
-    publish that fails is logged and dropped: a watcher's wait ends at its timeout instead."""
+    """Publish that each of ``operation_pks`` changed (after the commit that changed them), on
+    this process's publisher thread: this returns at once. A publish that fails is logged and
+    dropped: a watcher's wait ends at its timeout instead."""
+    if _redis() is None:
+        return
+    _publisher().put(operation_pks)
+
+
+class _Publisher:
+    """A daemon thread sending the publications handed to :meth:`put` in batches: each batch is
+    every operation handed over since the last one, published once each, in one pipeline."""
+
+    def __init__(self) -> None:
+        self._pending: queue.SimpleQueue[int] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="callgate-publisher", daemon=True).start()
+
+    def put(self, operation_pks: Iterable[int]) -> None:
+        for operation_pk in operation_pks:
+            self._pending.put(operation_pk)
+
+    def _serve(self) -> None:
+        while True:
+            batch = {self._pending.get()}
+            while not self._pending.empty():
+                batch.add(self._pending.get())
+            _publish(batch)
+
+
+def _publish(operation_pks: set[int]) -> None:
     client = _redis()
     if client is None:
         return
     try:
         with client.pipeline(transaction=False) as pipe:
-            for operation_pk in operation_pks:
+            for operation_pk in sorted(operation_pks):
                 pipe.publish(operation_channel(client, operation_pk), b"")
             pipe.execute()
     except redis.RedisError:
         log.warning("operation change not published; watchers read at their timeout")
+
+
+#: This process's publisher, started at its first publication; a forked child (a worker's
+#: pool process) starts its own, no thread surviving a fork.
+_STARTED: list[_Publisher] = []
+_STARTING = threading.Lock()
+
+
+def _publisher() -> _Publisher:
+    with _STARTING:
+        if not _STARTED:
+            _STARTED.append(_Publisher())
+        return _STARTED[0]
+
+
+def _forget_publisher() -> None:
+    global _STARTING
+    _STARTING = threading.Lock()
+    _STARTED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_publisher)
 
 
 @contextmanager
