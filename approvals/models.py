@@ -41,7 +41,9 @@ class ApprovalRequest(models.Model):
     public_id = models.CharField(max_length=40, unique=True, default=new_approval_id)
     call = models.OneToOneField(ToolCall, on_delete=models.PROTECT, related_name="approval")
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="approvals")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="approvals")
+    tenant = models.ForeignKey(  # indexed first in approval_tenant_queue and the like
+        Tenant, on_delete=models.PROTECT, related_name="approvals", db_index=False
+    )
     tool_name = models.CharField(max_length=200)
     risk = models.CharField(max_length=20)
     canonical_arguments = models.TextField()

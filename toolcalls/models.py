@@ -192,7 +192,9 @@ class Operation(models.Model):
     """One business task driven through the tool-calling loop, across turns and approvals."""
 
     public_id = models.CharField(max_length=40, unique=True, default=new_operation_id)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="operations")
+    tenant = models.ForeignKey(  # indexed first in operation_tenant_created
+        Tenant, on_delete=models.PROTECT, related_name="operations", db_index=False
+    )
     subject_ref = models.CharField(max_length=200, help_text="Whom the operation acts for.")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
@@ -323,7 +325,9 @@ class Operation(models.Model):
 class ModelTurn(models.Model):
     """One model request and its reply (including failed attempts), in order per operation."""
 
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="turns")
+    operation = models.ForeignKey(  # indexed first in turn_unique_index
+        Operation, on_delete=models.PROTECT, related_name="turns", db_index=False
+    )
     index = models.PositiveIntegerField()
     # Provider-sent strings are text: their length is the provider's business, not a crash.
     response_id = models.TextField(blank=True)
@@ -379,7 +383,9 @@ class ToolCall(models.Model):
     """One call the model proposed, from proposal to its one result envelope."""
 
     public_id = models.CharField(max_length=40, unique=True, default=new_call_id)
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="calls")
+    operation = models.ForeignKey(  # indexed first in call_unique_per_response
+        Operation, on_delete=models.PROTECT, related_name="calls", db_index=False
+    )
     turn = models.ForeignKey(ModelTurn, on_delete=models.PROTECT, related_name="calls")
     position = models.PositiveIntegerField(help_text="Order in the reply, from 0.")
     response_id = models.TextField()
@@ -450,7 +456,9 @@ class IdempotencyRecord(models.Model):
         IN_FLIGHT = "IN_FLIGHT"
         DONE = "DONE"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    tenant = models.ForeignKey(  # indexed first in idempotency_unique_key
+        Tenant, on_delete=models.PROTECT, db_index=False
+    )
     tool_name = models.CharField(max_length=200)
     key = models.CharField(max_length=200)
     request_sha256 = models.CharField(max_length=64)
@@ -491,7 +499,9 @@ class AuditEvent(models.Model):
     of the operation's previous event), so altering or removing an event breaks the chain.
     """
 
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="events")
+    operation = models.ForeignKey(  # indexed first in audit_unique_seq
+        Operation, on_delete=models.PROTECT, related_name="events", db_index=False
+    )
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=60, choices=AuditKind.choices)
     call = models.ForeignKey(
