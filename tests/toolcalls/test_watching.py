@@ -119,3 +119,25 @@ def test_a_publication_never_holds_up_the_commit_and_goes_out_once_per_batch(
     while len(batches) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert batches == [{1}, {2, 3}]
+
+
+def test_a_publication_that_fails_leaves_the_publisher_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[set[int]] = []
+
+    def publish(operation_pks: set[int]) -> None:
+        if not sent:
+            sent.append(set())
+            raise RuntimeError("the first batch fails")
+        sent.append(set(operation_pks))
+
+    monkeypatch.setattr(watching, "_publish", publish)
+    watching.operations_changed([1])
+    deadline = time.monotonic() + 10
+    while not sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    watching.operations_changed([2])
+    while len(sent) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sent == [set(), {2}]

@@ -89,7 +89,10 @@ class _Publisher:
             batch = {self._pending.get()}
             while not self._pending.empty():
                 batch.add(self._pending.get())
-            _publish(batch)
+            try:
+                _publish(batch)
+            except Exception:  # a batch lost, never the thread: watchers read at their timeout
+                log.exception("operation changes not published")
 
 
 def _publish(operation_pks: set[int]) -> None:
