@@ -39,7 +39,6 @@ from toolcalls.services.approvals import (
 from toolcalls.services.results import tool_context
 from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
-from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind
 from toolcalls.text import visible
 
@@ -117,8 +116,9 @@ class ApprovalDesk:
 
 def approval_request_open(
     step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
-) -> ApprovalRequest:
-    """Record the request for a human decision on ``call``, which the engine just parked."""
+) -> None:
+    """Record the request for a human decision on ``call``, which the engine just parked: the
+    approval is inserted with the step's other writes (the call's own insert among them)."""
     operation = step.operation
     now = timezone.now()
     approval = ApprovalRequest(
@@ -138,7 +138,7 @@ def approval_request_open(
         created_at=now,
         expires_at=_expiry(now, operation),
     )
-    rows_insert([approval])
+    step.insert([approval])
     step.audit(
         kind=AuditKind.APPROVAL_REQUESTED,
         actor=ENGINE,
@@ -152,7 +152,6 @@ def approval_request_open(
             "expires_at": approval.expires_at.isoformat(),
         },
     )
-    return approval
 
 
 def _expiry(now: datetime, operation: Operation) -> datetime:

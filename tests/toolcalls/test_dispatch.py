@@ -120,3 +120,29 @@ def test_the_operation_row_is_written_once_per_dispatch() -> None:
     # The events and the operation's one UPDATE go in one statement, after the calls' INSERT.
     [write] = [s for s in sql if 'INSERT INTO "toolcalls_auditevent"' in s]
     assert 'UPDATE "toolcalls_operation"' in write
+
+
+def test_a_parked_call_and_its_approval_are_written_with_the_steps_events() -> None:
+    """The set's rows take the ids the turn's insert reserved, so a parked call's approval can
+    name its call before either is written: both go in the step's one write, with the events."""
+    operation = OperationFactory.create(state=OperationState.VALIDATING, budgets=budgets_for({}))
+    OrderFactory.create(tenant_ref=operation.tenant.slug)
+    calls = [
+        _proposed("c_lookup", "get_order", LOOKUP),
+        _proposed("c_refund", "submit_refund", LARGE_REFUND),
+    ]
+    with CaptureQueriesContext(connection) as captured, operation_step(operation.pk) as step:
+        assert step is not None
+        turn = ModelTurnFactory.build(operation=operation, index=0)
+        step.insert_reading_history(turn, calls=len(calls))
+        call_set_dispatch(step, turn=turn, calls=calls)
+    sql = [q["sql"] for q in captured.captured_queries]
+    [write] = [s for s in sql if 'INSERT INTO "toolcalls_auditevent"' in s]
+    assert 'INSERT INTO "toolcalls_toolcall"' in write
+    assert 'INSERT INTO "approvals_approvalrequest"' in write
+    inserts = ('INSERT INTO "toolcalls_toolcall"', 'INSERT INTO "approvals_approvalrequest"')
+    assert not [s for s in sql if s.startswith(inserts)]
+    approval = ApprovalRequest.objects.get(operation=operation)
+    assert approval.call.provider_call_id == "c_refund"
+    assert approval.call.state == CallState.WAITING_APPROVAL
+    assert audit_chain_verify(operation_public_id=operation.public_id) == []

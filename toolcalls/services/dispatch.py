@@ -49,7 +49,7 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
     now = timezone.now()
     for row in start:
         row.queued_at = now
-    _insert(step, rows, parked=any(_parked(verdict) for verdict in verdicts))
+    _insert(step, rows)
     step.hold(turn.pk, rows)
     for (row, _, text), verdict in zip(decided, verdicts, strict=True):
         _audit_proposed(step, row)
@@ -59,11 +59,11 @@ def call_set_dispatch(step: Step, *, turn: ModelTurn, calls: Sequence[ProposedCa
         enqueue_execute(step, call_pk=row.pk)
 
 
-def _insert(step: Step, rows: list[ToolCall], *, parked: bool) -> None:
+def _insert(step: Step, rows: list[ToolCall]) -> None:
     """Insert the set's rows: with the step's other writes, under the ids the turn's insert
-    reserved (PostgreSQL), unless a call is parked (its approval, created now, names its row);
-    else now."""
-    ids = [] if parked else step.reserved_call_ids(len(rows))
+    reserved (PostgreSQL; a parked call's approval, inserted with them, names its row by that
+    id); else now."""
+    ids = step.reserved_call_ids(len(rows))
     if not ids:
         rows_insert(rows)
         return

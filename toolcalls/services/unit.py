@@ -124,9 +124,10 @@ class Step:
         return taken
 
     def insert(self, rows: Sequence[models.Model]) -> None:
-        """Insert ``rows`` (new rows of one model, their ids set from
-        :meth:`reserved_call_ids`) with the step's other writes, as they are when it flushes
-        (their changes before that are part of the insert)."""
+        """Insert ``rows`` (new) with the step's other writes, as they are when it flushes
+        (their changes before that are part of the insert): under the ids set on them from
+        :meth:`reserved_call_ids`, or else under ids the database gives, not read back (a row
+        inserted so is not saved again, nor is its id needed later in the step)."""
         self._inserts.extend(rows)
 
     def held(self, call_pk: int) -> ToolCall | None:

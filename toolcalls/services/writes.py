@@ -34,28 +34,29 @@ def rows_write(
     *,
     additions: Sequence[models.Model] = (),
 ) -> None:
-    """Insert ``inserts`` (new rows of one model, their ids already given:
-    :func:`row_insert_reading` reserves them), ``events`` (their ids set afterwards) and
-    ``additions`` (new rows, no ids wanted back; one that would repeat a unique row is left
+    """Insert ``inserts`` (new rows: with the ids given them, which :func:`row_insert_reading`
+    reserves, or else without, their ids not read back), ``events`` (their ids set afterwards)
+    and ``additions`` (new rows, no ids wanted back; one that would repeat a unique row is left
     out), and save each of ``changes``, in one statement on PostgreSQL (its foreign keys are
     checked at its end, so an event may name a row inserted with it). Raises ``DatabaseError``
     when a changed row matched no row (as ``save(update_fields=...)`` does)."""
-    added = _by_model(additions)
-    parts = len(changes) + bool(events) + bool(inserts) + len(added)
+    new, added = _by_shape(inserts), _by_shape(additions)
+    parts = len(changes) + bool(events) + len(new) + len(added)
     if not parts:
         return
     connection = connections[AuditEvent.objects.db]
     if connection.vendor != "postgresql" or parts == 1:
-        _separately(events, changes, inserts, added)
+        _separately(events, changes, new, added)
         return
-    statement, params = _statement(connection, events, changes, inserts, added)
+    statement, params = _statement(connection, events, changes, new, added)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         found = cursor.fetchone()
     if any(count != 1 for count in found[: len(changes)]):
         raise DatabaseError("a step's changed row matched no row")
-    if inserts:
-        _inserted(inserts, [row.pk for row in inserts], connection.alias)
+    given = [row for row in inserts if row.pk is not None]
+    if given:
+        _inserted(given, [row.pk for row in given], connection.alias)
     if events:
         in_order = sorted(events, key=lambda event: event.seq)
         _inserted(in_order, found[-1], connection.alias)
@@ -65,7 +66,7 @@ def _statement(
     connection: BaseDatabaseWrapper,
     events: list[AuditEvent],
     changes: Sequence[Change],
-    inserts: Sequence[models.Model],
+    new: list[list[models.Model]],
     added: list[list[models.Model]],
 ) -> tuple[str, list[Any]]:
     """:func:`rows_write`'s statement: its ``SELECT`` gives how many rows each ``UPDATE``
@@ -79,9 +80,9 @@ def _statement(
         parts.append(f"u{number} AS ({update} RETURNING 1)")
         params.extend(update_params)
         results.append(f"(SELECT count(*) FROM u{number})")
-    if inserts:
-        insert, insert_params = _insert(list(inserts), with_pk=True)
-        parts.append(f"n AS ({insert} RETURNING 1)")
+    for number, rows in enumerate(new):
+        insert, insert_params = _insert(rows, with_pk=rows[0].pk is not None)
+        parts.append(f"n{number} AS ({insert})")
         params.extend(insert_params)
     for number, rows in enumerate(added):
         insert, insert_params = _insert(rows, ignore_conflicts=True)
@@ -98,11 +99,11 @@ def _statement(
 def _separately(
     events: list[AuditEvent],
     changes: Sequence[Change],
-    inserts: Sequence[models.Model],
+    new: list[list[models.Model]],
     added: list[list[models.Model]],
 ) -> None:
-    if inserts:
-        type(inserts[0])._default_manager.bulk_create(inserts)
+    for rows in new:
+        type(rows[0])._default_manager.bulk_create(rows)
     for rows in added:
         type(rows[0])._default_manager.bulk_create(rows, ignore_conflicts=True)
     if events:
@@ -187,11 +188,12 @@ def _returning(rows: Sequence[models.Model], *, ignore_conflicts: bool) -> list[
 _RESERVE = "(SELECT array_agg(nextval(pg_get_serial_sequence(%s, %s))) FROM generate_series(1, %s))"
 
 
-def _by_model(rows: Sequence[models.Model]) -> list[list[models.Model]]:
-    """``rows`` grouped by model, in the order each model first appears."""
-    groups: dict[type[models.Model], list[models.Model]] = {}
+def _by_shape(rows: Sequence[models.Model]) -> list[list[models.Model]]:
+    """``rows`` grouped by model and by whether they have an id, in the order each group first
+    appears: the rows one ``INSERT`` writes."""
+    groups: dict[tuple[type[models.Model], bool], list[models.Model]] = {}
     for row in rows:
-        groups.setdefault(type(row), []).append(row)
+        groups.setdefault((type(row), row.pk is None), []).append(row)
     return list(groups.values())
 
 
