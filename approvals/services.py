@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -65,21 +65,44 @@ _CALL_OF: Compiled[int] = Compiled(
     ),
     approval_pk=int,
 )
-#: Approval ``approval_pk`` with its operation, tenant and call: what approving it checks first.
+
+
+def _decider_member(user_pk: int) -> Exists:
+    """Whether user ``user_pk`` is a member of the approval's tenant (``decision_refusal``)."""
+    members = Tenant.members.through.objects.filter(tenant_id=OuterRef("tenant_id"))
+    return Exists(members.filter(user_id=user_pk))
+
+
+#: Approval ``approval_pk`` with its operation, tenant and call, and whether user ``user_pk``
+#: belongs to its tenant (``decider_member``): what approving it checks first.
 _TO_APPROVE: Compiled[ApprovalRequest] = Compiled(
-    lambda approval_pk: ApprovalRequest.objects.select_related("operation__tenant", "call").filter(
-        pk=approval_pk
-    ),
-    approval_pk=int,
-)
-#: Approval ``approval_pk`` locked (itself only), with the database's time (``db_now``).
-_LOCKED: Compiled[ApprovalRequest] = Compiled(
-    lambda approval_pk: (
-        ApprovalRequest.objects.select_for_update(of=("self",))
-        .annotate(db_now=Now())
+    lambda approval_pk, user_pk: (
+        ApprovalRequest.objects.select_related("operation__tenant", "call")
+        .annotate(decider_member=_decider_member(user_pk))
         .filter(pk=approval_pk)
     ),
     approval_pk=int,
+    user_pk=int,
+)
+
+
+def _locking(approval_pk: int) -> QuerySet[ApprovalRequest]:
+    """Approval ``approval_pk`` locked (itself only), with the database's time (``db_now``)."""
+    return (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .annotate(db_now=Now())
+        .filter(pk=approval_pk)
+    )
+
+
+_LOCKED: Compiled[ApprovalRequest] = Compiled(_locking, approval_pk=int)
+#: As ``_LOCKED``, and whether user ``user_pk`` belongs to its tenant (``decider_member``).
+_LOCKED_FOR: Compiled[ApprovalRequest] = Compiled(
+    lambda approval_pk, user_pk: _locking(approval_pk).annotate(
+        decider_member=_decider_member(user_pk)
+    ),
+    approval_pk=int,
+    user_pk=int,
 )
 #: A row when user ``user_pk`` is a member of tenant ``tenant_pk``, none when not.
 _MEMBERSHIP: Compiled[int] = Compiled(
@@ -185,13 +208,18 @@ def _summary(
         return []
 
 
-def decision_refusal(*, approval: ApprovalRequest, user: User) -> ApprovalError | None:
+def decision_refusal(
+    *, approval: ApprovalRequest, user: User, member: bool | None = None
+) -> ApprovalError | None:
     """Why ``user`` cannot decide ``approval`` now, or ``None``: the one statement of the
     decider rules, for the console, the API and :func:`approval_decide`. Reads
-    ``approval.operation`` (select it with the approval)."""
+    ``approval.operation`` (select it with the approval); ``member``, whether ``user`` belongs
+    to the approval's tenant when that was read with it, else it is asked now."""
     if not user.has_perm(DECIDE_PERMISSION):
         return ApprovalError("not_permitted", "You can read approvals but not decide them.")
-    if not _MEMBERSHIP.run(tenant_pk=approval.tenant_id, user_pk=user.pk):
+    if member is None:
+        member = bool(_MEMBERSHIP.run(tenant_pk=approval.tenant_id, user_pk=user.pk))
+    if not member:
         return ApprovalError("not_permitted", "You may not decide approvals for this tenant.")
     if approval.state != ApprovalState.PENDING:
         message = f"This approval is already {approval.state}; it can no longer be decided."
@@ -235,8 +263,9 @@ def approval_decide(
         call_pk = _CALL_OF.get(approval_pk=approval_pk)
     who = audit_as or Actor.user(actor)
     with call_step(call_pk) as step:
-        approval = _locked(step, approval_pk)
-        refusal = decision_refusal(approval=approval, user=actor)
+        approval = _locked(step, approval_pk, decider=actor)
+        member = approval.decider_member  # type: ignore[attr-defined]
+        refusal = decision_refusal(approval=approval, user=actor, member=member)
         if refusal:
             raise refusal
         expired = _expired(approval)
@@ -268,9 +297,13 @@ def approvals_decide_each(
     return results
 
 
-def _locked(step: Step, approval_pk: int) -> ApprovalRequest:
-    """The approval, locked after the step's operation and call, with the database's time."""
-    approval = _LOCKED.get(approval_pk=approval_pk)
+def _locked(step: Step, approval_pk: int, *, decider: User | None = None) -> ApprovalRequest:
+    """The approval, locked after the step's operation and call, with the database's time and,
+    given a ``decider``, whether they belong to its tenant (``decider_member``)."""
+    if decider is None:
+        approval = _LOCKED.get(approval_pk=approval_pk)
+    else:
+        approval = _LOCKED_FOR.get(approval_pk=approval_pk, user_pk=decider.pk)
     approval.operation = step.operation
     return approval
 
@@ -280,8 +313,9 @@ def _approve_precheck(approval_pk: int, actor: User, arguments: Any) -> int:
     have its effect: the precondition on the approval's arguments (:func:`precondition_failure`)
     or, for an edit, on the operator's (``arguments_edit_precondition``). Returns the call's pk.
     Who may not decide learns nothing about the call. Resume checks the precondition again."""
-    approval = _TO_APPROVE.get(approval_pk=approval_pk)
-    refusal = decision_refusal(approval=approval, user=actor)
+    approval = _TO_APPROVE.get(approval_pk=approval_pk, user_pk=actor.pk)
+    member = approval.decider_member  # type: ignore[attr-defined]
+    refusal = decision_refusal(approval=approval, user=actor, member=member)
     if refusal:
         raise refusal
     if arguments is not None:

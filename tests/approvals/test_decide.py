@@ -61,8 +61,23 @@ def test_only_operators_of_the_tenant_decide(parked) -> None:
     outsider = UserFactory.create(username="outsider")
     outsider.groups.add(*operator().groups.all())
     TenantFactory.create(slug="other").members.add(outsider)
-    with pytest.raises(ApprovalError):
-        _decide(parked, outsider)
+    for approve in (True, False):  # refused before any lock, and under the decision's locks
+        with pytest.raises(ApprovalError, match="for this tenant") as exc:
+            _decide(parked, outsider, approve=approve, reason="No.")
+        assert exc.value.code == "not_permitted"
+    assert parked.approvals.get().state == ApprovalState.PENDING
+
+
+def test_the_deciders_membership_is_read_with_the_approval(parked) -> None:
+    with CaptureQueriesContext(connection) as captured:
+        _decide(parked, operator())
+    sql = [query["sql"] for query in captured.captured_queries]
+    # The requester's membership comes with the resumed call's operation; the decider's ...
+    members = [s for s in sql if '"toolcalls_tenant_members"' in s and "requester_member" not in s]
+    # ... twice (before the locks and under them), each time in the approval's own read.
+    assert len(members) == 2
+    assert all(s.startswith('SELECT "approvals_approvalrequest"') for s in members)
+    assert all('AS "decider_member"' in s for s in members)
 
 
 def test_one_decision_wins(parked) -> None:
