@@ -9,6 +9,7 @@ import base64
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -38,6 +39,7 @@ from toolcalls.demo.services import CUSTOMER_REF, demo_seed
 from toolcalls.keyset import cursor_after
 from toolcalls.models import AuditEvent, ModelTurn, Operation, ReplayScript, Tenant, ToolCall
 from toolcalls.selectors import NEWEST_FIRST
+from toolcalls.services import approvals as engine_approvals
 from toolcalls.services import execution, turns
 from toolcalls.services.catalogue import tenant_tools_enable
 from toolcalls.services.enqueue import continuing
@@ -133,14 +135,26 @@ def broker_flush() -> None:
 def _lookup_operation(
     world: World, script: ReplayScript, *, budgets: dict[str, int] | None = None
 ) -> Operation:
+    return _operation(world, script, "Look these up, please.", [TOOL], budgets=budgets)
+
+
+def _operation(
+    world: World,
+    script: ReplayScript,
+    input_text: str,
+    tool_names: list[str],
+    *,
+    budgets: dict[str, int] | None = None,
+) -> Operation:
+    """An operation of the demo customer's, started by the requester, its replies ``script``."""
     return operation_start(
         tenant=world.tenant,
         requested_by=world.requester,
         subject_ref=CUSTOMER_REF,
         family=FAMILY,
         model=MODEL,
-        input_text="Look these up, please.",
-        tool_names=[TOOL],
+        input_text=input_text,
+        tool_names=tool_names,
         replay_script=script,
         budgets=budgets,
     )
@@ -383,27 +397,9 @@ def refund(world: World, sizes: Sizes) -> Figures:
     approvals: list[ApprovalRequest] = []
     for number in range(sizes.refund_operations):
         order_id = f"ORD-{900000 + number}"
-        Order.objects.create(
-            tenant_ref=world.tenant.slug,
-            order_id=order_id,
-            customer_ref=CUSTOMER_REF,
-            description="Noise-cancelling headphones",
-            total_cents=12999,
-        )
-        script = ReplayScript.objects.create(
-            name="bench refund", family=FAMILY, model=MODEL, replies=refund_script(order_id)
-        )
+        script = _refund_script(world, order_id)
         started = time.perf_counter()
-        operation = operation_start(
-            tenant=world.tenant,
-            requested_by=world.requester,
-            subject_ref=CUSTOMER_REF,
-            family=FAMILY,
-            model=MODEL,
-            input_text=f"Please refund $49.99 of {order_id}.",
-            tool_names=["get_order", "create_refund_draft", "submit_refund"],
-            replay_script=script,
-        )
+        operation = _refund_start(world, script, order_id)
         state = _wait_state(operation.pk, {OperationState.WAITING_APPROVAL})
         if state != OperationState.WAITING_APPROVAL:
             raise RuntimeError(f"refund {operation.public_id} ended {state} before its approval")
@@ -422,6 +418,56 @@ def refund(world: World, sizes: Sizes) -> Figures:
         "resume_ms_p50": percentile(resumes, 50),
         "resume_ms_p99": percentile(resumes, 99),
     }
+
+
+def _refund_script(world: World, order_id: str) -> ReplayScript:
+    """A new order ``order_id`` of the demo customer, and the refund scenario's script for it
+    (each refund its own order: none is answered from another's idempotency record)."""
+    Order.objects.create(
+        tenant_ref=world.tenant.slug,
+        order_id=order_id,
+        customer_ref=CUSTOMER_REF,
+        description="Noise-cancelling headphones",
+        total_cents=12999,
+    )
+    return ReplayScript.objects.create(
+        name="bench refund", family=FAMILY, model=MODEL, replies=refund_script(order_id)
+    )
+
+
+def _refund_start(world: World, script: ReplayScript, order_id: str) -> Operation:
+    text = f"Please refund $49.99 of {order_id}."
+    return _operation(world, script, text, ["get_order", "create_refund_draft", "submit_refund"])
+
+
+def refund_statements(world: World) -> Figures:
+    """The statements (transaction control not counted) one refund sends from its start to
+    COMPLETED, its approval decided with ``approval_decide`` as soon as it parks, run in this
+    process as the workers run it: the engine's, the approval's and those of the tools' checks
+    (authorization, precondition, summary). A handler's own statements, on its thread's
+    connection, are not counted. The second of two refunds is counted (the first compiles);
+    call with no worker running: the wake-ups they send are dropped."""
+    order_ids = [f"ORD-{800000 + number}" for number in range(2)]
+    scripts = [_refund_script(world, order_id) for order_id in order_ids]
+    counts = [
+        _counted(partial(_refund_in_process, world, script, order_id))
+        for script, order_id in zip(scripts, order_ids, strict=True)
+    ]
+    broker_flush()
+    return {"refund_statements": counts[-1]}
+
+
+def _refund_in_process(world: World, script: ReplayScript, order_id: str) -> None:
+    operation = _refund_start(world, script, order_id)
+    with continuing():
+        turns.turn_run(operation_pk=operation.pk)
+    approval = ApprovalRequest.objects.get(operation=operation, state=ApprovalState.PENDING)
+    approval_decide(approval_pk=approval.pk, actor=world.operator, approve=True)
+    with continuing():
+        engine_approvals.call_resume(call_pk=approval.call_id)
+    state = _state(operation.pk)
+    if state != OperationState.COMPLETED:
+        raise RuntimeError(f"refund {operation.public_id} ended {state}")
 
 
 def _resume_ms(approval: ApprovalRequest) -> float:

@@ -17,6 +17,7 @@ KEYS = (
     "queries_per_turn",
     "queries_per_cycle",
     "refund_op_ms_p50",
+    "refund_statements",
     "resume_ms_p50",
     "resume_ms_p99",
     "turns_per_s_1w",

@@ -86,6 +86,8 @@ def main() -> int:
     notes["baseline_cycle_ms_p50"] = "an operation start to end / its turns (calls included)"
     notes["queries_per_turn"] = "mean; BEGIN/COMMIT not counted"
     notes["queries_per_cycle"] = "an operation's statements / its turns (calls included)"
+    figures.update(phases.refund_statements(world))
+    notes["refund_statements"] = "one refund, start to COMPLETED; handlers' own not counted"
 
     phases.say("phase 2/6: one worker, one operation at a time")
     with workers.Workers(1) as one:
