@@ -62,6 +62,18 @@ def _transactions(sql: list[str]) -> list[str]:
     return [" ".join(part.split("COMMIT")[0].split()) for part in " ".join(sql).split("BEGIN")[1:]]
 
 
+def test_a_turn_without_calls_is_written_with_the_steps_events(demo: Any) -> None:
+    """Nothing in the step needs the final turn's id: its row goes in the step's one write."""
+    operation = _held(demo, [r.final()])
+    sql = _as_a_worker(operation)
+
+    operation.refresh_from_db()
+    assert operation.state == S.COMPLETED
+    [write] = [s for s in sql if 'INSERT INTO "toolcalls_modelturn"' in s]
+    assert 'INSERT INTO "toolcalls_auditevent"' in write and "'COMPLETED'" in write
+    assert operation.turns.get().text == operation.final_text
+
+
 def test_a_turn_claims_its_call_and_the_call_claims_the_next_turn(
     demo: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

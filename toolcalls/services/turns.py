@@ -46,7 +46,6 @@ from toolcalls.services.unit import (
     model_input_load,
     operation_step,
 )
-from toolcalls.services.writes import rows_insert
 from toolcalls.states import AuditKind, OperationState
 from toolcalls.storage import storable
 
@@ -362,7 +361,7 @@ def _store_turn(
         # The calls' checks read the operation's earlier ones; their rows go in with the step.
         step.insert_reading_history(turn, calls=len(parsed.calls))
     else:
-        rows_insert([turn])
+        step.insert([turn])  # nothing in the step needs its id: it goes in with the step
     _count(step, turn, claim.model)
     return turn
 
@@ -425,7 +424,7 @@ def _advance(step: Step, turn: ModelTurn, parsed: ParsedReply) -> None:
             step.change(operation, "final_text")
         move(state, reason and with_detail(reason, parsed.raw_reason))
     elif outcome is Outcome.MALFORMED:
-        _malformed(step, parsed, move)
+        _malformed(step, turn, parsed, move)
     elif outcome is Outcome.PAUSED:
         _continue(step, parsed)
         move(OperationState.MODEL_REQUESTED)
@@ -456,11 +455,11 @@ def _continue(step: Step, parsed: ParsedReply) -> None:
     step.change(operation, "conversation")
 
 
-def _malformed(step: Step, parsed: ParsedReply, move: Move) -> None:
+def _malformed(step: Step, turn: ModelTurn, parsed: ParsedReply, move: Move) -> None:
     """A malformed call is asked for again, the same request, while
     ``CALLGATE_MALFORMED_CALL_RETRIES`` allows; any other malformed reply fails at once."""
     operation = step.operation
-    retry = _malformed_streak(operation) if parsed.malformed_call else 0
+    retry = _malformed_streak(operation, turn) if parsed.malformed_call else 0
     if 0 < retry <= settings.CALLGATE_MALFORMED_CALL_RETRIES:
         move(OperationState.MODEL_REQUESTED, malformed_retry=retry, error=parsed.error_message)
         enqueue_turn(step, operation_pk=operation.pk)
@@ -469,12 +468,14 @@ def _malformed(step: Step, parsed: ParsedReply, move: Move) -> None:
     move(OperationState.FAILED, with_detail(f"MALFORMED_REPLY: {problem}", parsed.raw_reason))
 
 
-def _malformed_streak(operation: Operation) -> int:
-    """Malformed turns since the last usable reply, the one just recorded included. A failed
-    request in between does not end the streak: each turn type keeps its own bound. Only a
-    malformed call is ever retried, so every earlier malformed turn of a streak was one."""
-    streak = 0
-    for outcome in operation.turns.order_by("-index").values_list("outcome", flat=True):
+def _malformed_streak(operation: Operation, turn: ModelTurn) -> int:
+    """Malformed turns since the last usable reply, ``turn`` (malformed, being recorded)
+    included. A failed request in between does not end the streak: each turn type keeps its own
+    bound. Only a malformed call is ever retried, so every earlier malformed turn of a streak
+    was one."""
+    streak = 1
+    earlier = operation.turns.filter(index__lt=turn.index).order_by("-index")
+    for outcome in earlier.values_list("outcome", flat=True):
         if outcome == Outcome.MALFORMED:
             streak += 1
         elif outcome != Outcome.API_FAILURE:
