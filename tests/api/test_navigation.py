@@ -15,6 +15,7 @@ from tests.api.support import (
     READ,
     WRITE,
     create,
+    create_body,
     error_of,
     fields_of,
     get,
@@ -117,6 +118,18 @@ def test_operations_filter_by_metadata_pairs(client: APIClient) -> None:
     for wrong in ("ticket", ":T-1"):
         response = client.get(f"{API}/operations?metadata={wrong}")
         assert set(fields_of(error_of(response, 400, "invalid_request"))) == {"metadata"}
+
+
+@pytest.mark.parametrize("key", ["a:b", "", " ", "\u200b", "k" * 101])
+def test_a_metadata_key_no_filter_could_ask_for_is_refused(client: APIClient, key: str) -> None:
+    """A key with a colon (the filter splits at the first one), or without a visible character,
+    or over 100 characters, is 400 naming it; nothing starts."""
+    response = post(client, "/operations", create_body(metadata={"ok": "1", key: "v"}))
+    error = error_of(response, 400, "invalid_request")
+    field = f"metadata.{key}" if key else "metadata"  # an empty name adds nothing to the path
+    assert set(fields_of(error)) == {field}
+    assert "no colon" in fields_of(error)[field][0]
+    assert not Operation.objects.exists()
 
 
 def test_cursor_is_the_next_pages_cursor(client: APIClient) -> None:

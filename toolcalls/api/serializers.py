@@ -32,9 +32,11 @@ from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
 from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
-from toolcalls.text import visible
+from toolcalls.text import visible, visible_pattern
 
 MAX_METADATA_KEYS = 50
+MAX_METADATA_KEY_LENGTH = 100
+MAX_METADATA_VALUE_LENGTH = 500
 
 
 class BudgetLimit(serializers.FloatField):
@@ -219,6 +221,51 @@ class SettingsSerializer(StrictSerializer):
     parallel_tool_calls = serializers.BooleanField(required=False)
 
 
+def _metadata_schema() -> dict[str, Any]:
+    """Labels as :class:`MetadataField` takes them (a pattern finds a visible character). What
+    a key may be is said in words: OpenAPI 3.0 has no ``propertyNames``."""
+    return {
+        "type": "object",
+        "description": "The caller's own labels: at most "
+        f"{MAX_METADATA_KEYS}, each key of 1 to {MAX_METADATA_KEY_LENGTH} characters with a "
+        "visible one among them and no colon (a metadata=key:value filter splits at the first "
+        "colon), each value text with a visible character.",
+        "maxProperties": MAX_METADATA_KEYS,
+        "additionalProperties": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_METADATA_VALUE_LENGTH,
+            "pattern": visible_pattern(),
+        },
+    }
+
+
+@extend_schema_field(_metadata_schema())
+class MetadataField(serializers.DictField):
+    """The caller's own labels: at most :data:`MAX_METADATA_KEYS`; each key with a visible
+    character and no colon (a ``metadata=key:value`` filter splits at the first colon, so a
+    key with one could never be asked for), each value text with a visible character."""
+
+    child = serializers.CharField(max_length=MAX_METADATA_VALUE_LENGTH)
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        value: dict[str, str] = super().to_internal_value(data)
+        if len(value) > MAX_METADATA_KEYS:
+            raise serializers.ValidationError(f"At most {MAX_METADATA_KEYS} keys.")
+        refused = {
+            key: [
+                f"A key holds a visible character and no colon, in at most "
+                f"{MAX_METADATA_KEY_LENGTH} characters (a metadata=key:value filter splits at "
+                "the first colon)."
+            ]
+            for key in value
+            if ":" in key or not visible(key) or len(key) > MAX_METADATA_KEY_LENGTH
+        }
+        if refused:
+            raise serializers.ValidationError(refused)
+        return value
+
+
 class MessageSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=["user", "assistant"])
     text = serializers.CharField(max_length=100_000, trim_whitespace=False)
@@ -272,7 +319,7 @@ class OperationCreateSerializer(StrictSerializer):
     subject_ref = serializers.CharField(max_length=200)
     tools = NameList(child=serializers.CharField(max_length=200), required=False, max_length=100)
     budgets = BudgetsField(required=False)
-    metadata = serializers.DictField(child=serializers.CharField(max_length=500), required=False)
+    metadata = MetadataField(required=False)
     transport = serializers.ChoiceField(
         choices=list(Operation.Transport.values), default=Operation.Transport.LIVE
     )
@@ -280,11 +327,6 @@ class OperationCreateSerializer(StrictSerializer):
     replies = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="Replay transport only."
     )
-
-    def validate_metadata(self, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > MAX_METADATA_KEYS:
-            raise serializers.ValidationError(f"at most {MAX_METADATA_KEYS} keys")
-        return value
 
     def validate_replies(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return replies_check(value)
