@@ -66,6 +66,25 @@ def test_an_extension_that_changes_nothing_needed_is_refused(demo) -> None:
     assert operation.state == S.ESCALATED
 
 
+@pytest.mark.parametrize(
+    ("action", "data", "message"),
+    [
+        ("extend", {"max_turns": "10", "note": "n" * 501}, "Note: Ensure this value has at most"),
+        ("extend", {"max_turns": "-1"}, "max_turns (model turns): Ensure this value is greater"),
+        ("stop", {"reason": ""}, "Reason: This field is required."),
+        ("stop", {"reason": "r" * 501}, "Reason: Ensure this value has at most 500"),
+    ],
+)  # fmt: skip
+def test_a_refused_form_says_what_is_wrong(demo, action, data, message) -> None:
+    operation = start(demo, [*LOOKUPS, r.final()], budgets={"max_turns": 1})
+    client = _client("operator")
+    response = client.post(reverse(f"operations:{action}", args=[operation.public_id]), data)
+    assert response.status_code == 302
+    assert message in client.get(response["Location"]).content.decode()
+    operation.refresh_from_db()
+    assert operation.state == S.ESCALATED
+
+
 def test_operator_stops_and_support_cannot(demo) -> None:
     operation = start(demo, [*LOOKUPS, r.final()], budgets={"max_turns": 1})
     url = reverse("operations:stop", args=[operation.public_id])

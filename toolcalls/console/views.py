@@ -4,6 +4,7 @@ settings."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -128,6 +129,17 @@ def _refused(request: AuthenticatedHttpRequest, operation: Operation, text: str)
     return redirect("operations:detail", public_id=operation.public_id)
 
 
+def _form_refused(
+    request: AuthenticatedHttpRequest, operation: Operation, form: forms.Form
+) -> HttpResponse:
+    """Refuse an invalid ``form``, saying what is wrong with each field, by its label."""
+    problems = []
+    for name, errors in form.errors.items():
+        text = " ".join(str(error) for error in errors)
+        problems.append(f"{form[name].label}: {text}" if name in form.fields else text)
+    return _refused(request, operation, " ".join(problems))
+
+
 @login_required
 @require_POST
 @refusals_shown("operations:detail")
@@ -135,7 +147,7 @@ def operation_extend_view(request: AuthenticatedHttpRequest, public_id: str) -> 
     operation = _act(request, public_id)
     form = ExtendForm(request.POST, budgets=operation.budgets)
     if not form.is_valid():
-        return _refused(request, operation, "Budgets must be positive numbers.")
+        return _form_refused(request, operation, form)
     operation_extend(
         operation_pk=operation.pk,
         actor=Actor.user(request.user),
@@ -152,7 +164,7 @@ def operation_stop_view(request: AuthenticatedHttpRequest, public_id: str) -> Ht
     operation = _act(request, public_id)
     form = StopForm(request.POST)
     if not form.is_valid():
-        return _refused(request, operation, "Say why the operation is stopped.")
+        return _form_refused(request, operation, form)
     operation_stop(
         operation_pk=operation.pk,
         actor=Actor.user(request.user),
@@ -171,7 +183,7 @@ def call_resolve_view(
     call = get_object_or_404(operation.calls, public_id=id_or_404(call_public_id))
     form = ResolveForm(request.POST)
     if not form.is_valid():
-        return _refused(request, operation, "Choose what happened.")
+        return _form_refused(request, operation, form)
     call_resolve(
         call_pk=call.pk,
         actor=Actor.user(request.user),
