@@ -10,7 +10,7 @@ The reference runtime (:mod:`bench.peer`) runs before and after Callgate's phase
 table gives each ratio to it beside its target. Phases, in order, on a freshly created database
 (``bench.env``):
 
-1. in-process baseline (``turns.turn_run`` called directly) and statements per turn;
+1. in-process baseline (``turns.turn_run`` called directly), statements per turn and per refund;
 2. one worker: turn latency, operations one at a time; the refund scenario with its approval
    decided as soon as it parks, and the resume latency;
 3. one fresh worker: throughput over many concurrent operations, then its RSS;
