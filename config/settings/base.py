@@ -370,8 +370,13 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
             }
         },
         "root": {"handlers": ["console"], "level": level},
-        # The MCP SDK's HTTP client logs every request it sends at INFO.
-        "loggers": {"httpx2": {"level": "WARNING"}},
+        "loggers": {
+            # The MCP SDK's HTTP client logs every request it sends at INFO.
+            "httpx2": {"level": "WARNING"},
+            # Django's own handlers (its console one writes under DEBUG) would print each of
+            # its lines a second time, unformatted: they reach the root's handler instead.
+            "django": {"handlers": []},
+        },
     }
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +46,7 @@ from tests.api.support import (
     other_tenant,
     post,
 )
+from tests.conftest import REPO
 from tests.replies import final
 from toolcalls import tasks
 from toolcalls.actors import ENGINE
@@ -808,6 +813,27 @@ def test_outside_a_request_log_lines_say_dash() -> None:
     record = logging.LogRecord("engine", logging.INFO, "", 0, "tick", None, None)
     assert RequestIdFilter().filter(record)
     assert record.request_id == "-"  # type: ignore[attr-defined]
+
+
+def test_under_debug_a_django_line_is_logged_once(tmp_path: Path) -> None:
+    """The embedded demo runs with DEBUG, where Django's own console handler writes too: each
+    of Django's lines (a 4xx's "Bad Request", say) comes out once, in the project's format."""
+    script = (
+        "import django, logging; django.setup(); "
+        "logging.getLogger('django.request').warning('Bad Request: /api/v1/nowhere')"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'logging.sqlite3'}",
+        "CELERY_BROKER_URL": "",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stderr.splitlines() if "Bad Request: /api/v1/nowhere" in line]
+    assert len(lines) == 1 and "WARNING django.request [-]" in lines[0]
 
 
 def settings_logging() -> dict[str, Any]:
