@@ -596,12 +596,14 @@ def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     out of the garbage collector's walks first, as ``config.wsgi`` does at start-up."""
     startup_objects_freeze()
     pending = ApprovalRequest.objects.filter(tenant=world.tenant, state=ApprovalState.PENDING)
-    middle = pending.order_by("expires_at", "pk")[pending.count() // 2]
+    waiting = pending.count()
+    middle = pending.order_by("expires_at", "pk")[waiting // 2]
     console = Client(SERVER_NAME="localhost")
     console.force_login(world.operator)
     deep = urlencode({"after": cursor_after(middle, selectors.QUEUE_SORTS["expiry"])})
     console_pages = ["/console/approvals/", f"/console/approvals/?{deep}"]
-    _key, token = api_key_create(tenant=world.tenant, name="bench", scopes=["operations:read"])
+    name = f"bench-{waiting}-pending"  # measured once per queue size: a key each
+    _key, token = api_key_create(tenant=world.tenant, name=name, scopes=["operations:read"])
     api = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
     position = base64.b64encode(urlencode({"p": str(middle.expires_at)}).encode()).decode()
     deep_api = urlencode({"cursor": cursor_sign(path="/api/v1/approvals", encoded=position)})

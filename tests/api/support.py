@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from typing import Any
 
@@ -20,12 +21,17 @@ AGENTS_READ, AGENTS_WRITE = "agents:read", "agents:write"
 ALL_SCOPES = list(SCOPES)
 
 
-def new_key(tenant: Tenant, *scopes: str, name: str = "svc") -> tuple[ApiKey, str]:
-    """A new key of ``tenant`` holding ``scopes``: its row and the full ``cg_…`` key."""
+_unnamed = itertools.count(1)
+
+
+def new_key(tenant: Tenant, *scopes: str, name: str = "") -> tuple[ApiKey, str]:
+    """A new key of ``tenant`` holding ``scopes``: its row and the full ``cg_…`` key. Unless
+    ``name`` is given, the key is named ``svc-<n>`` (a tenant's keys have different names)."""
+    name = name or f"svc-{next(_unnamed)}"
     return api_key_create(tenant=tenant, name=name, scopes=list(scopes))
 
 
-def keyed_client(tenant: Tenant, *scopes: str, name: str = "svc") -> tuple[APIClient, ApiKey]:
+def keyed_client(tenant: Tenant, *scopes: str, name: str = "") -> tuple[APIClient, ApiKey]:
     """A client sending a new key of ``tenant`` holding ``scopes``; and that key's row."""
     key, full = new_key(tenant, *scopes, name=name)
     client = APIClient()

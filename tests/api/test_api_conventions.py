@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from django.contrib.staticfiles import finders
 from django.core.cache import cache
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import URLPattern
 from django.utils import timezone
 from drf_spectacular.validation import validate_schema
@@ -47,12 +49,13 @@ from tests.api.support import (
     post,
 )
 from tests.conftest import REPO
+from tests.factories import TenantFactory
 from tests.replies import final
 from toolcalls import tasks
 from toolcalls.actors import ENGINE
 from toolcalls.api import urls as api_urls
 from toolcalls.api import views
-from toolcalls.api.auth import api_key_create
+from toolcalls.api.auth import api_key_create, api_keys_revoke
 from toolcalls.api.models import ApiKey, IdempotentRequest
 from toolcalls.api.request_ids import RequestIdFilter
 from toolcalls.demo.services import DemoSeed
@@ -255,6 +258,33 @@ def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
     with pytest.raises(CallgateError, match="name the service"):
         api_key_create(tenant=demo.tenant, name="  ", scopes=[READ])
     assert not ApiKey.objects.exists()
+
+
+def test_a_key_name_names_one_key_of_the_tenant(demo: DemoSeed) -> None:
+    """The audit trail names a key's service by the key's name: a tenant's keys, revoked ones
+    too, never share one, in any letter case; another tenant may use it."""
+    key, _ = api_key_create(tenant=demo.tenant, name="  billing ", scopes=[READ])
+    assert key.name == "billing"
+    api_keys_revoke(keys=ApiKey.objects.filter(pk=key.pk))
+    for taken in ("billing", "Billing "):
+        with pytest.raises(CallgateError, match="acme already has a key named") as refused:
+            api_key_create(tenant=demo.tenant, name=taken, scopes=[READ])
+        assert refused.value.code == "key_exists"
+    api_key_create(tenant=TenantFactory.create(slug="globex"), name="billing", scopes=[READ])
+    assert ApiKey.objects.filter(name="billing").count() == 2
+
+
+def test_the_migration_renames_a_tenants_later_keys_of_a_taken_name(demo: DemoSeed) -> None:
+    executor = MigrationExecutor(connection)
+    before, after = [("api", "0003_webhooks_move_out")], [("api", "0004_api_key_name_unique")]
+    executor.migrate(before)
+    first, _ = new_key(demo.tenant, READ, name="billing")
+    second, _ = new_key(demo.tenant, READ, name="Billing")
+    elsewhere, _ = new_key(TenantFactory.create(slug="globex"), READ, name="billing")
+    MigrationExecutor(connection).migrate(after)
+    names = dict(ApiKey.objects.values_list("pk", "name"))
+    assert names[first.pk] == names[elsewhere.pk] == "billing"
+    assert names[second.pk] == f"Billing (cg_{second.prefix})"
 
 
 # --- tenants and four-eyes --------------------------------------------------------------------

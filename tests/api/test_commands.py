@@ -100,6 +100,8 @@ def test_api_keys_are_created_listed_and_revoked(
     assert capsys.readouterr().out == "already revoked\n"
     with pytest.raises(CommandError, match="no API key"):
         call_command("revoke_api_key", "000000000000")
+    with pytest.raises(CommandError, match="acme already has a key named 'billing'"):
+        call_command("create_api_key", tenant="acme", name="billing")
     client, _ = keyed_client(demo.tenant, READ)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     error_of(client.get("/api/v1/operations"), 401, "unauthenticated")

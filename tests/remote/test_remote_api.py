@@ -21,7 +21,7 @@ def test_register_review_enable_and_disable_an_mcp_server(
     demo: Any, scripted_mcp: ScriptedMcp
 ) -> None:
     scripted_mcp.script([{"name": "lookup", "description": "Find", "inputSchema": SCHEMA}])
-    client, _ = keyed_client(demo.tenant, MANAGE)
+    client, _ = keyed_client(demo.tenant, MANAGE, name="svc")
     body = {"name": "shop", "kind": "mcp", "url": scripted_mcp.url, "headers": {"X-Key": "s3"}}
     created = post(client, "/remote-servers", body)
     assert created.status_code == 201, created.content

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import (
     Case,
     CharField,
@@ -58,10 +58,13 @@ def _digest(secret: str) -> str:
 
 
 def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
-    """A new key for ``tenant`` with ``scopes``; returns the row and the full key, which is not
-    stored and cannot be shown again. Raises ``ValueError`` for a blank name, no scopes or an
-    unknown scope."""
-    if not name.strip():
+    """A new key for ``tenant`` with ``scopes``, named ``name`` without surrounding spaces;
+    returns the row and the full key, which is not stored and cannot be shown again. Raises
+    :class:`CallgateError` (``invalid_request``) for a blank name, no scopes or an unknown
+    scope, and (``key_exists``) for a name another key of the tenant has, revoked or not, in
+    any letter case: the audit trail names a key's service by it (``service:<name>``)."""
+    name = name.strip()
+    if not name:
         raise CallgateError("invalid_request", "name the service that holds the key")
     if not scopes:
         raise CallgateError(
@@ -74,26 +77,38 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
             f"unknown scopes: {', '.join(unknown)}; known: {', '.join(SCOPES)}",
         )
     secret = secrets.token_urlsafe(32)
-    with transaction.atomic():
-        user = get_user_model().objects.create_user(
-            username=f"service-{tenant.slug}-{secrets.token_hex(4)}"
-        )
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-        tenant.members.add(user)
-        for scope in scopes:
-            for app_label, codename in _SCOPE_PERMISSIONS.get(scope, []):
-                user.user_permissions.add(
-                    Permission.objects.get(content_type__app_label=app_label, codename=codename)
-                )
-        key = ApiKey.objects.create(
-            name=name,
-            tenant=tenant,
-            service_user=user,
-            scopes=sorted(set(scopes)),
-            key_sha256=_digest(secret),
-        )
+    try:
+        with transaction.atomic():
+            key = ApiKey.objects.create(
+                name=name,
+                tenant=tenant,
+                service_user=_service_user(tenant, scopes),
+                scopes=sorted(set(scopes)),
+                key_sha256=_digest(secret),
+            )
+    except IntegrityError:
+        if not ApiKey.objects.filter(tenant=tenant, name__iexact=name).exists():
+            raise
+        message = f"{tenant.slug} already has a key named {name!r} (revoked keys keep theirs)"
+        raise CallgateError("key_exists", message) from None
     return key, f"cg_{key.prefix}_{secret}"
+
+
+def _service_user(tenant: Tenant, scopes: list[str]) -> Any:
+    """A new member of ``tenant`` with no password, holding what ``scopes`` need of Django's
+    permissions (:data:`_SCOPE_PERMISSIONS`): the identity a key's service acts as."""
+    user = get_user_model().objects.create_user(
+        username=f"service-{tenant.slug}-{secrets.token_hex(4)}"
+    )
+    user.set_unusable_password()
+    user.save(update_fields=["password"])
+    tenant.members.add(user)
+    for scope in scopes:
+        for app_label, codename in _SCOPE_PERMISSIONS.get(scope, []):
+            user.user_permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
+    return user
 
 
 def api_keys_revoke(*, keys: QuerySet[ApiKey]) -> list[ApiKey]:

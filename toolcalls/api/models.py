@@ -6,6 +6,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 
 from toolcalls.models import Tenant
 
@@ -31,6 +32,8 @@ class ApiKey(models.Model):
     The secret is shown once at creation; only its SHA-256 is stored (it is 256 random bits, so
     a slow hash adds nothing). ``prefix`` finds the row; ``service_user`` is the identity the
     service acts as (operations it starts are requested by it, so four-eyes applies to it).
+    ``name`` is what the audit trail calls it (``service:<name>``), so no two keys of a tenant,
+    revoked ones included, share it, whatever their letters' case.
     """
 
     name = models.CharField(max_length=100)
@@ -47,6 +50,9 @@ class ApiKey(models.Model):
 
     class Meta:
         verbose_name = "API key"
+        constraints = [
+            models.UniqueConstraint("tenant", Lower("name"), name="api_key_name_unique"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} (cg_{self.prefix}…)"
