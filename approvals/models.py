@@ -7,7 +7,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import models
 from django.db.models import Case, ExpressionWrapper, F, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from approvals.states import ApprovalState
@@ -18,9 +18,24 @@ from toolcalls.states import OPERATION_ACTIVE
 #: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
 #: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).
 DECIDABLE = models.Q(state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE)
-#: :attr:`ApprovalRequest.superseded` as a query expression, for a list that reads no operations.
+#: PENDING, but past its expiry or its operation's deadline (database time): expired, whether
+#: or not the sweep has recorded it yet (:attr:`ApprovalRequest.expired_now` as a condition).
+EXPIRED_NOW = models.Q(state=ApprovalState.PENDING) & (
+    models.Q(expires_at__lte=Now()) | models.Q(operation__deadline_at__lte=Now())
+)
+#: :attr:`ApprovalRequest.shown_state` as a query expression: EXPIRED as soon as
+#: :data:`EXPIRED_NOW`, else the recorded state.
+SHOWN_STATE = Case(
+    When(EXPIRED_NOW, then=Value(ApprovalState.EXPIRED.value)),
+    default=F("state"),
+    output_field=models.CharField(),
+)
+#: :attr:`ApprovalRequest.superseded` beside :data:`SHOWN_STATE`, as a query expression for a
+#: list that reads no operations: shown PENDING (not :data:`EXPIRED_NOW`), of an ended operation.
 SUPERSEDED = ExpressionWrapper(
-    models.Q(state=ApprovalState.PENDING) & ~models.Q(operation__state__in=OPERATION_ACTIVE),
+    models.Q(state=ApprovalState.PENDING)
+    & ~models.Q(operation__state__in=OPERATION_ACTIVE)
+    & ~EXPIRED_NOW,
     output_field=models.BooleanField(),
 )
 #: Sort keys of the queue (indexed below): the amount with "none" last, and the risk class from
@@ -141,6 +156,11 @@ class ApprovalRequest(models.Model):
 
     @property
     def superseded(self) -> bool:
-        """Still PENDING, but its operation ended: nothing is left to decide (see
-        :data:`DECIDABLE`). Reads ``operation``: select it with the approval."""
-        return self.state == ApprovalState.PENDING and self.operation.state not in OPERATION_ACTIVE
+        """Shown PENDING (:attr:`shown_state`), but its operation ended: nothing is left to
+        decide (see :data:`DECIDABLE`). Past its expiry it is expired instead, as the sweep
+        will record it. Reads ``operation``: select it with the approval."""
+        return (
+            self.state == ApprovalState.PENDING
+            and self.operation.state not in OPERATION_ACTIVE
+            and not self.expired_now
+        )

@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
+from approvals.states import ApprovalState
 from toolcalls.api.serializers import NullForBlank, StrictSerializer
 
 
@@ -19,6 +20,13 @@ class ApprovalSerializer(NullForBlank):
     # operation, the call and the people, so no related row is read into an instance.
 
     id = serializers.CharField(source="public_id")
+    state = serializers.ChoiceField(
+        ApprovalState.choices,
+        source="state_shown",
+        read_only=True,
+        help_text="EXPIRED as soon as it is past expires_at or its operation's deadline, before "
+        "the expiry sweep records it (decided_at is null until then).",
+    )
     operation = serializers.CharField(source="operation_public_id")
     call = serializers.CharField(
         source="call_public_id", help_text="Callgate's ID of the call (tc_…) this approval parks."
@@ -42,7 +50,7 @@ class ApprovalSerializer(NullForBlank):
     superseded = serializers.BooleanField(
         source="is_superseded",
         read_only=True,
-        help_text="Still PENDING, but its operation ended: it can no longer be decided.",
+        help_text="Shown PENDING, but its operation ended: it can no longer be decided.",
     )
 
     class Meta:

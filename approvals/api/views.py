@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
-from approvals.models import DECIDABLE, SUPERSEDED, ApprovalRequest
+from approvals.models import DECIDABLE, EXPIRED_NOW, SHOWN_STATE, SUPERSEDED, ApprovalRequest
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
@@ -42,12 +42,23 @@ class InRequestOrder(ApiCursor):
     ordering = ("created_at", "id")
 
 
+#: What the list's ``state`` filter reads for the states not simply recorded: PENDING is what
+#: can still be decided (a superseded approval, its operation ended, is read by ID, with
+#: ``superseded: true``); EXPIRED includes the PENDING ones past their expiry the sweep has not
+#: recorded yet, shown EXPIRED (:data:`~approvals.models.SHOWN_STATE`).
+_SHOWN: dict[str, Q] = {
+    ApprovalState.PENDING: DECIDABLE & ~EXPIRED_NOW,
+    ApprovalState.EXPIRED: Q(state=ApprovalState.EXPIRED) | EXPIRED_NOW,
+}
+
+
 class _Approvals(ApiView):
     def approvals(self) -> QuerySet[ApprovalRequest]:
         """The tenant's approvals with what :class:`ApprovalSerializer` shows of their
         operation, call and people read as plain values in the same statement."""
         rows = ApprovalRequest.objects.filter(tenant=self.key().tenant).annotate(
             operation_public_id=F("operation__public_id"),
+            state_shown=SHOWN_STATE,
             is_superseded=SUPERSEDED,
             call_public_id=F("call__public_id"),
             provider_call_id=F("call__provider_call_id"),
@@ -67,11 +78,7 @@ class ApprovalsView(_Approvals, ApiListView):
     def get_queryset(self) -> QuerySet[ApprovalRequest]:
         params = self.request.query_params
         state = choice(params, "state", ApprovalState.values) or ApprovalState.PENDING
-        # PENDING lists what can still be decided, as the console does; a superseded approval
-        # (its operation ended) is read by ID, with ``superseded: true``.
-        rows = self.approvals().filter(
-            DECIDABLE if state == ApprovalState.PENDING else Q(state=state)
-        )
+        rows = self.approvals().filter(_SHOWN.get(state) or Q(state=state))
         if params.get("tool"):
             rows = rows.filter(tool_name=params["tool"])
         if risk := choice(params, "risk", RISKS):

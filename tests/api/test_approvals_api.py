@@ -319,6 +319,37 @@ def test_an_expired_approval_is_410(requester: APIClient, operator: APIClient) -
     assert next(c for c in calls if c["tool"] == "submit_refund")["state"] == "EXPIRED"
 
 
+def test_an_approval_past_its_expiry_reads_expired_before_the_sweep_records_it(
+    requester: APIClient, operator: APIClient
+) -> None:
+    _, late = _parked(requester)
+    _, waiting = _parked(requester)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE approvals_approvalrequest SET expires_at = now() - interval '1 second' "
+            "WHERE public_id = %s",
+            [late["id"]],
+        )
+    assert ApprovalRequest.objects.get(public_id=late["id"]).state == ApprovalState.PENDING
+    read = get(operator, f"/approvals/{late['id']}").json()
+    assert (read["state"], read["superseded"], read["decided_at"]) == ("EXPIRED", False, None)
+
+    def listed(state: str) -> list[str]:
+        return [a["id"] for a in get(operator, "/approvals", {"state": state}).json()["results"]]
+
+    assert listed("PENDING") == [waiting["id"]]  # what can still be decided
+    assert listed("EXPIRED") == [late["id"]]
+    # Cancelled after its expiry: expired, not superseded, as the sweep will record it.
+    operation_id = late["operation"]
+    assert post(requester, f"/operations/{operation_id}/cancel", {"reason": "x"}).status_code == 200
+    read = get(operator, f"/approvals/{late['id']}").json()
+    assert (read["state"], read["superseded"]) == ("EXPIRED", False)
+    assert listed("EXPIRED") == [late["id"]] and listed("PENDING") == [waiting["id"]]
+    error_of(_decide(operator, late["id"], decision="approve"), 410, "expired")  # and recorded
+    assert ApprovalRequest.objects.get(public_id=late["id"]).state == ApprovalState.EXPIRED
+    assert listed("EXPIRED") == [late["id"]]
+
+
 def test_an_approval_of_a_cancelled_operation_is_superseded(
     requester: APIClient, operator: APIClient
 ) -> None:
