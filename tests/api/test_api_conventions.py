@@ -257,6 +257,8 @@ def test_an_unknown_scope_cannot_be_granted(demo: DemoSeed) -> None:
         api_key_create(tenant=demo.tenant, name="x", scopes=[])
     with pytest.raises(CallgateError, match="name the service"):
         api_key_create(tenant=demo.tenant, name="  ", scopes=[READ])
+    with pytest.raises(CallgateError, match="at most 100 characters"):
+        api_key_create(tenant=demo.tenant, name="k" * 101, scopes=[READ])
     assert not ApiKey.objects.exists()
 
 

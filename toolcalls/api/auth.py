@@ -33,7 +33,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from toolcalls.actors import Actor
-from toolcalls.api.models import SCOPES, ApiKey
+from toolcalls.api.models import KEY_NAME_MAX, SCOPES, ApiKey
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
 
@@ -60,12 +60,16 @@ def _digest(secret: str) -> str:
 def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
     """A new key for ``tenant`` with ``scopes``, named ``name`` without surrounding spaces;
     returns the row and the full key, which is not stored and cannot be shown again. Raises
-    :class:`CallgateError` (``invalid_request``) for a blank name, no scopes or an unknown
-    scope, and (``key_exists``) for a name another key of the tenant has, revoked or not, in
-    any letter case: the audit trail names a key's service by it (``service:<name>``)."""
+    :class:`CallgateError`: ``invalid_request`` for a blank name or one over 100 characters,
+    no scopes or an unknown scope; ``key_exists`` for a name another key of the tenant has,
+    revoked or not, in any letter case (the audit trail names a key's service by it,
+    ``service:<name>``)."""
     name = name.strip()
     if not name:
         raise CallgateError("invalid_request", "name the service that holds the key")
+    if len(name) > KEY_NAME_MAX:
+        message = f"a key's name has at most {KEY_NAME_MAX} characters"
+        raise CallgateError("invalid_request", message)
     if not scopes:
         raise CallgateError(
             "invalid_request", f"a key needs at least one scope; known: {', '.join(SCOPES)}"

@@ -22,6 +22,10 @@ SCOPES = (
 )
 
 
+#: The most characters of a key's name.
+KEY_NAME_MAX = 100
+
+
 def new_key_prefix() -> str:
     return secrets.token_hex(6)
 
@@ -36,7 +40,7 @@ class ApiKey(models.Model):
     revoked ones included, share it, whatever their letters' case.
     """
 
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=KEY_NAME_MAX)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="api_keys")
     service_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_keys"
