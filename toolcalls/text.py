@@ -19,6 +19,13 @@ def visible(text: str) -> bool:
     return any(unicodedata.category(char) not in _INVISIBLE for char in text)
 
 
+def plain(text: str) -> bool:
+    """Whether every character of ``text`` shows, plain spaces (U+0020) aside: no other white
+    space, control or format character. A name shown on one line must be: ``bill\u200bing``
+    would look like ``billing``, and a tab or a line feed would break a listing's columns."""
+    return all(char == " " or unicodedata.category(char) not in _INVISIBLE for char in text)
+
+
 @cache
 def visible_pattern() -> str:
     """:func:`visible` as a regular expression that finds a visible character, for JSON

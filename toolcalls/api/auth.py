@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +37,7 @@ from toolcalls.actors import Actor
 from toolcalls.api.models import KEY_NAME_MAX, SCOPES, ApiKey
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
+from toolcalls.text import plain
 
 #: Scopes that also need Django permissions on the service user (four-eyes, tenant and
 #: tool-permission checks in the services stay the same for people and services). A key that
@@ -58,18 +60,45 @@ def _digest(secret: str) -> str:
 
 
 def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
-    """A new key for ``tenant`` with ``scopes``, named ``name`` without surrounding spaces;
-    returns the row and the full key, which is not stored and cannot be shown again. Raises
-    :class:`CallgateError`: ``invalid_request`` for a blank name or one over 100 characters,
-    no scopes or an unknown scope; ``key_exists`` for a name another key of the tenant has,
-    revoked or not, in any letter case (the audit trail names a key's service by it,
-    ``service:<name>``)."""
+    """A new key for ``tenant`` with ``scopes``, named ``name`` without surrounding white
+    space; returns the row and the full key, which is not stored and cannot be shown again.
+    Raises :class:`CallgateError`: ``invalid_request`` for a blank name, one over 100
+    characters or with a character that does not show (:func:`~toolcalls.text.plain`), no
+    scopes or an unknown scope; ``key_exists`` for a name another key of the tenant has,
+    revoked or not, told apart by nothing but letter case or compatibility forms (NFKC, then
+    case folding): the audit trail names a key's service by its name (``service:<name>``)."""
     name = name.strip()
+    _name_check(name)
+    _scopes_check(scopes)
+    secret = secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            _name_free(tenant, name)
+            key = ApiKey.objects.create(
+                name=name,
+                tenant=tenant,
+                service_user=_service_user(tenant, scopes),
+                scopes=sorted(set(scopes)),
+                key_sha256=_digest(secret),
+            )
+    except IntegrityError:  # the same name, created meanwhile (the constraint's own folding)
+        _name_free(tenant, name)
+        raise
+    return key, f"cg_{key.prefix}_{secret}"
+
+
+def _name_check(name: str) -> None:
     if not name:
         raise CallgateError("invalid_request", "name the service that holds the key")
     if len(name) > KEY_NAME_MAX:
         message = f"a key's name has at most {KEY_NAME_MAX} characters"
         raise CallgateError("invalid_request", message)
+    if not plain(name):
+        message = "a key's name has only characters that show, and plain spaces"
+        raise CallgateError("invalid_request", message)
+
+
+def _scopes_check(scopes: list[str]) -> None:
     if not scopes:
         raise CallgateError(
             "invalid_request", f"a key needs at least one scope; known: {', '.join(SCOPES)}"
@@ -80,22 +109,20 @@ def api_key_create(*, tenant: Tenant, name: str, scopes: list[str]) -> tuple[Api
             "invalid_request",
             f"unknown scopes: {', '.join(unknown)}; known: {', '.join(SCOPES)}",
         )
-    secret = secrets.token_urlsafe(32)
-    try:
-        with transaction.atomic():
-            key = ApiKey.objects.create(
-                name=name,
-                tenant=tenant,
-                service_user=_service_user(tenant, scopes),
-                scopes=sorted(set(scopes)),
-                key_sha256=_digest(secret),
-            )
-    except IntegrityError:
-        if not ApiKey.objects.filter(tenant=tenant, name__iexact=name).exists():
-            raise
-        message = f"{tenant.slug} already has a key named {name!r} (revoked keys keep theirs)"
-        raise CallgateError("key_exists", message) from None
-    return key, f"cg_{key.prefix}_{secret}"
+
+
+def _name_free(tenant: Tenant, name: str) -> None:
+    """Raises ``key_exists`` when a key of ``tenant`` has ``name`` but for letter case or
+    compatibility forms, naming that key as it is stored."""
+    for taken, revoked_at in ApiKey.objects.filter(tenant=tenant).values_list("name", "revoked_at"):
+        if _folded(taken) == _folded(name):
+            revoked = ", revoked: a revoked key keeps its name" if revoked_at else ""
+            message = f"{tenant.slug} already has a key named {taken!r}{revoked}"
+            raise CallgateError("key_exists", message)
+
+
+def _folded(name: str) -> str:
+    return unicodedata.normalize("NFKC", name).casefold()
 
 
 def _service_user(tenant: Tenant, scopes: list[str]) -> Any:

@@ -21,7 +21,7 @@ class Command(CallgateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         keys = ApiKey.objects.select_related("tenant").order_by("tenant__slug", "created_at")
         if options["tenant"]:
-            keys = keys.filter(tenant__slug=options["tenant"])
+            keys = keys.filter(tenant=self.tenant(options["tenant"]))
         for key in keys:
             self.stdout.write(
                 "\t".join(
