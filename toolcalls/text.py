@@ -21,8 +21,9 @@ def visible(text: str) -> bool:
 
 def plain(text: str) -> bool:
     """Whether every character of ``text`` shows, plain spaces (U+0020) aside: no other white
-    space, control or format character. A name shown on one line must be: ``bill\u200bing``
-    would look like ``billing``, and a tab or a line feed would break a listing's columns."""
+    space, control or format character. A name shown on one line must be: with a zero-width
+    space (U+200B) inside, ``billing`` would look like another ``billing``, and a tab or a line
+    feed would break a listing's columns."""
     return all(char == " " or unicodedata.category(char) not in _INVISIBLE for char in text)
 
 
