@@ -283,6 +283,41 @@ def test_a_key_name_names_one_key_of_the_tenant(demo: DemoSeed) -> None:
     assert ApiKey.objects.filter(name="billing").count() == 2
 
 
+def test_a_key_name_taken_while_the_key_is_created_is_refused(
+    demo: DemoSeed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another key of the same name committed between the name check and the insert: the
+    database's constraint refuses the insert, and the caller gets ``key_exists`` naming the
+    other key, not a database error."""
+    import threading
+
+    from django.db import connections
+
+    from toolcalls.api import auth
+
+    checked = auth._name_free
+
+    def meanwhile(tenant: Any, name: str) -> None:
+        checked(tenant, name)
+        monkeypatch.setattr(auth, "_name_free", checked)
+
+        def create() -> None:
+            try:
+                api_key_create(tenant=tenant, name="BILLING", scopes=[READ])
+            finally:
+                connections.close_all()
+
+        other = threading.Thread(target=create)
+        other.start()
+        other.join()
+
+    monkeypatch.setattr(auth, "_name_free", meanwhile)
+    with pytest.raises(CallgateError, match="acme already has a key named 'BILLING'") as refused:
+        api_key_create(tenant=demo.tenant, name="billing", scopes=[READ])
+    assert refused.value.code == "key_exists"
+    assert list(ApiKey.objects.values_list("name", flat=True)) == ["BILLING"]
+
+
 @pytest.mark.parametrize(
     "name", ["\u200b", "bill\u200bing", "tab\there", "new\nline", "no\u00a0break", "x" * 101]
 )
