@@ -1,4 +1,4 @@
-"""ApprovalRequest: one human decision record on one parked call (DESIGN.md §9)."""
+"""ApprovalRequest: one human decision record on one parked call (docs/design.md §9)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Canonical JSON, digests and result binding (DESIGN.md §7; seeds 000 "Call correlation is not
-result binding").
+"""Canonical JSON, digests and result binding (docs/design.md §7: call correlation is not result
+binding).
 
 Canonical form is RFC 8785 (JSON Canonicalization Scheme), as the ``rfc8785`` package writes it
 (:func:`canonical_json`); every digest is SHA-256 over it, as 64 lower-case hex characters.

@@ -1,4 +1,4 @@
-"""The tools an operation may use, resolved per tenant (DESIGN.md §5).
+"""The tools an operation may use, resolved per tenant (docs/design.md §5).
 
 The registry holds the tools deployed with Callgate; a tenant's catalogue (``TenantTool`` rows)
 says which of them the tenant may use and with which overrides. :mod:`toolcalls.remote` adds the

@@ -1,5 +1,5 @@
-"""Loop protection (DESIGN.md §8; seeds 000 "Loop protection"): the budgets and checks that
-stop a tool-calling loop from running on, and the reasons an operation escalates.
+"""Loop protection (docs/design.md §8): the budgets and checks that stop a tool-calling loop
+from running on, and the reasons an operation escalates.
 
 Budgets live on each operation (``Operation.budgets``): the defaults of
 ``settings.CALLGATE_GUARDS``, overridden per operation within ``CALLGATE_GUARD_LIMITS``. Checks

@@ -1,4 +1,4 @@
-"""Approval policies: whether a call must wait for a human before it runs (DESIGN.md §5, §9).
+"""Approval policies: whether a call must wait for a human before it runs (docs/design.md §5, §9).
 
 A policy is data plus one predicate; its ``revision`` is bound into every approval and result so
 a policy change between request and resume is detected.

@@ -1,4 +1,4 @@
-"""The fixed tool registry: the only way from a model-proposed name to code (DESIGN.md §5).
+"""The fixed tool registry: the only way from a model-proposed name to code (docs/design.md §5).
 
 Hosts register :class:`ToolSpec` objects at import time from the modules listed in
 ``settings.CALLGATE_TOOL_MODULES``. Model output never selects anything but a key of this

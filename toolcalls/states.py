@@ -1,4 +1,4 @@
-"""State enums and the explicit allowed-transition tables (DESIGN.md §3).
+"""State enums and the explicit allowed-transition tables (docs/design.md §3).
 
 A transition not listed here is refused by ``toolcalls.services.transitions``; nothing else in
 the code base writes a ``state`` field.

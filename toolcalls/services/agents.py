@@ -1,4 +1,5 @@
-"""Agent profiles: a tenant's named agents, each change a new immutable revision (DESIGN.md §5).
+"""Agent profiles: a tenant's named agents, each change a new immutable revision
+(docs/design.md §5).
 
 A revision holds what an operation started from it runs with: family, model, instructions,
 model settings, tools, budget overrides and approval overrides. Revisions are numbered from 1

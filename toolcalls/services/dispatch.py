@@ -125,7 +125,7 @@ def _runnable(verdict: Verdict) -> bool:
 
 def _guarded(step: Step, call: ToolCall, verdict: Verdict, earlier: Mapping[str, Any]) -> Verdict:
     """Count the call against the budgets and apply the guards (after the validation chain,
-    before parking or running: DESIGN.md §5). A tripped budget or a repeat-of-a-repeat also
+    before parking or running: docs/design.md §5). A tripped budget or a repeat-of-a-repeat also
     marks the operation to escalate once this call set has its results. ``earlier``: calls per
     tool before this reply (a tool never called before cannot be repeated)."""
     operation = step.operation

@@ -1,6 +1,6 @@
 """Unknown outcomes: ask the downstream system, retry safely, or let a human decide
-(DESIGN.md §6; seeds 003 "Retry safety": a timeout says the reply was lost, not that the work
-was not done).
+(docs/design.md §6, retry safety: a timeout says the reply was lost, not that the work was not
+done).
 """
 
 from __future__ import annotations

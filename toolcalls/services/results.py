@@ -1,6 +1,6 @@
 """Results: give each call its one envelope, bind it, and hand a complete call set back.
 
-Binding (DESIGN.md §7): every finished call stores ``binding_sha256`` over the fields of
+Binding (docs/design.md §7): every finished call stores ``binding_sha256`` over the fields of
 :class:`toolcalls.binding.Binding`, and the tool and policy revisions it settled under. Before
 results go back to the model the binding is computed again from current trusted context (with
 those revisions) and compared value by value; any difference fails the operation with

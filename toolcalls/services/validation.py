@@ -1,6 +1,6 @@
 """The validation chain every call passes before it may run: at dispatch and again at resume.
 
-Order (DESIGN.md §5): catalogue (the name must resolve, be offered to this operation and still
+Order (docs/design.md §5): catalogue (the name must resolve, be offered to this operation and still
 be enabled for its tenant) →
 strict arguments → JSON Schema → authorization (:mod:`toolcalls.services.authorization`) →
 approval policy. Pure reads; no writes.
