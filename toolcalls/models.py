@@ -450,7 +450,8 @@ class ToolCall(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """At most one effect per business intent: Stripe semantics on (tenant, tool, key)."""
+    """At most one effect per business intent, unique on (tenant, tool, key)
+    (:mod:`toolcalls.services.idempotency`)."""
 
     class State(models.TextChoices):
         IN_FLIGHT = "IN_FLIGHT"

@@ -1,4 +1,4 @@
-"""A fake payments provider with Stripe-like idempotency, run as its own process by the fault
+"""A fake payments provider with idempotency keys, run as its own process by the fault
 suite (``python tests/faults/payments_service.py --db FILE --port-file FILE``).
 
 Standard library only, so it starts in a blink and shares nothing with the workers but HTTP.

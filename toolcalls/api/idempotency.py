@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` on every POST, with Stripe's semantics (per API key).
+"""``Idempotency-Key`` on every POST, per API key: a retried request gets the first one's answer.
 
 The first request with a key runs and its response (any status below 500) is stored; the same
 key with the same method, path and body gets that response again (``Idempotent-Replayed:

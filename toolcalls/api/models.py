@@ -63,7 +63,7 @@ class ApiKey(models.Model):
 
 
 class IdempotentRequest(models.Model):
-    """One POST sent with an ``Idempotency-Key``: Stripe semantics per API key.
+    """One POST sent with an ``Idempotency-Key``, per API key.
 
     Same key and same request: the stored response again. Same key, different request: 409.
     Still in flight: 409.

@@ -1,8 +1,9 @@
-"""Execute one call at most once per business intent: claim → run → record (DESIGN.md §6).
+"""Execute one call at most once per business intent: claim → run → record (docs/design.md §6).
 
-The claim and the record are short transactions under the operation and call row locks; the
-handler runs between them, outside any transaction, with its timeout. A lease token written at
-claim time fences the record: a worker whose lease was taken over cannot write its result.
+The claim and the record are steps under the operation and call row locks (the claim usually
+rides in the step before it: docs/engine.md); the handler runs between them, on a handler
+thread, outside any transaction, with its timeout. A lease token written at claim time fences
+the record: a worker whose lease was taken over cannot write its result.
 """
 
 from __future__ import annotations

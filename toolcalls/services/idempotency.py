@@ -1,5 +1,5 @@
-"""At most one effect per business intent: idempotency records with Stripe semantics on
-(tenant, tool, key) (DESIGN.md §6).
+"""At most one effect per business intent: idempotency records, unique on (tenant, tool, key)
+(docs/design.md §6).
 
 Same key and same canonical request: the stored result, nothing runs (SUPPRESSED). Same key,
 different request: ``IDEMPOTENCY_KEY_REUSED``. Key held by a call still running: wait (bounded),

@@ -1,8 +1,9 @@
-"""One model turn: claim → request → record (DESIGN.md §3, seeds 000 "Per-turn algorithm").
+"""One model turn: claim → request → record (docs/design.md §3, "One turn").
 
-The claim (short transaction) fences the operation with a lease token and builds the request
-body; the model request runs outside any transaction; the record (short transaction) refuses a
-stale lease, stores the turn and moves the operation by the reply's normalized outcome.
+The claim (a step of its own, or riding in the call record that completes the set before it:
+docs/engine.md) fences the operation with a lease token and builds the request body; the model
+request runs outside any transaction; the record (a step) refuses a stale lease, stores the turn
+and moves the operation by the reply's normalized outcome.
 """
 
 from __future__ import annotations
