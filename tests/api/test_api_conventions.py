@@ -532,28 +532,31 @@ def _nested(depth: int) -> str:
 
 
 @pytest.mark.parametrize(
-    ("path", "fragment", "code"),
+    ("path", "fragment", "field"),
     [
-        ("/operations?family=openai%00responses", None, "invalid_request"),
-        ("/operations?state%00=COMPLETED", None, "invalid_request"),
-        ("/operations?cursor=%00", None, "invalid_request"),
-        ("/approvals?tool=submit%00refund", None, "invalid_request"),
-        ("/operations/op_%00/events", None, "invalid_request"),
-        ("/approvals/apr_%00", None, "invalid_request"),
-        ("/operations", r'"metadata": {"ticket\u0000": "T-1"}', "invalid_request"),
-        ("/operations", r'"family": "openai\u0000responses"', "invalid_request"),
-        ("/operations", r'"budgets": {"\ud800": 1}', "invalid_request"),
-        ("/operations", r'"replies": [{"kind": "response", "body": "\ud83d"}]', "invalid_request"),
-        ("/operations", f'"metadata": {_nested(100)}', "malformed_request"),
-        ("/operations", f'"replies": [{_nested(5000)}]', "malformed_request"),
+        ("/operations?family=openai%00responses", None, "query"),
+        ("/operations?state%00=COMPLETED", None, "state\x00"),  # an unknown parameter
+        ("/operations?cursor=%00", None, "query"),
+        ("/approvals?tool=submit%00refund", None, "query"),
+        ("/operations/op_%00/events", None, "path"),
+        ("/approvals/apr_%00", None, "path"),
+        ("/operations", r'"metadata": {"ticket\u0000": "T-1"}', "metadata"),
+        ("/operations", r'"metadata": {"ticket": "T-\ud800"}', "metadata.ticket"),
+        ("/operations", r'"input": "hi\u0000there"', "input"),
+        ("/operations", r'"family": "openai\u0000responses"', "family"),
+        ("/operations", r'"budgets": {"\ud800": 1}', "budgets"),
+        ("/operations", r'"replies": [{"kind": "response", "body": "\ud83d"}]', "replies.0.body"),
+        ("/operations", f'"metadata": {_nested(100)}', None),
+        ("/operations", f'"replies": [{_nested(5000)}]', None),
     ],
 )
 def test_what_the_database_cannot_hold_is_400_not_500(
-    demo: DemoSeed, path: str, fragment: str | None, code: str
+    demo: DemoSeed, path: str, fragment: str | None, field: str | None
 ) -> None:
-    """NUL and unpaired surrogates (PostgreSQL can neither compare nor store them) and bodies
-    nested deeper than any provider reply are refused before any query. ``fragment`` (raw JSON,
-    escapes as written) replaces a field of a valid start request."""
+    """NUL and unpaired surrogates (PostgreSQL can neither compare nor store them), named by
+    their place (a body field by its dotted path), and bodies nested deeper than any provider
+    reply are refused before any query. ``fragment`` (raw JSON, escapes as written) replaces a
+    field of a valid start request."""
     client, _ = keyed_client(demo.tenant, *ALL_SCOPES)
     if fragment is None:
         response = client.get(f"{API}{path}")
@@ -564,7 +567,11 @@ def test_what_the_database_cannot_hold_is_400_not_500(
         response = client.post(
             f"{API}{path}", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
         )
-    error_of(response, 400, code)
+    if field is None:
+        error_of(response, 400, "malformed_request")
+    else:
+        error = error_of(response, 400, "invalid_request")
+        assert list(error["details"]["fields"]) == [field], error
     assert not Operation.objects.exists()
     assert not IdempotentRequest.objects.exists()
 

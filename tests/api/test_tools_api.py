@@ -72,6 +72,17 @@ def test_put_sets_every_override_and_patch_those_given(client: APIClient) -> Non
         "approval": "threshold",
         "approval_threshold": 1000,
     }
+    # The threshold goes with the policy a PATCH replaces.
+    always = _send(client, "PATCH", "submit_refund", {"approval": "always"}).json()
+    assert always["overrides"] == {"max_calls": 3, "approval": "always", "approval_threshold": None}
+    _send(client, "PATCH", "submit_refund", {"approval": "threshold", "approval_threshold": 900})
+    spec = _send(client, "PATCH", "submit_refund", {"approval": None})
+    assert spec.status_code == 200, spec.content
+    assert spec.json()["overrides"] == {
+        "max_calls": 3,
+        "approval": None,
+        "approval_threshold": None,
+    }
     reset = _send(client, "PUT", "submit_refund", {"enabled": True}).json()
     assert reset["overrides"] == before["overrides"]
     assert reset["approval"] == before["approval"]

@@ -180,5 +180,12 @@ def test_a_fork_may_run_with_an_agent_revision(demo, eager_tasks) -> None:
             operation_pk=original.pk, from_turn=0, actor=FORKER, model="x", agent=revision
         )
     assert refused.value.code == "agent_conflict"
+    assert refused.value.message.endswith("sets the model: leave the model out")
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    both = {"from_turn": 0, "model": "x", "agent": "refunds"}
+    body = error_of(
+        post(client, f"/operations/{original.public_id}/fork", both), 400, "invalid_request"
+    )
+    assert body["details"]["fields"] == {"model": [refused.value.message]}  # as docs/api.md says
     call_command("fork_operation", original.public_id, "--from-turn", "0", "--agent", "refunds@1")
     assert Operation.objects.filter(forked_from=original, agent_revision=revision).count() == 2

@@ -37,7 +37,7 @@ from toolcalls import catalogue
 from toolcalls.actors import Actor
 from toolcalls.api import examples
 from toolcalls.api.auth import ApiKeyAuthentication, HasScopes
-from toolcalls.api.errors import ApiError
+from toolcalls.api.errors import BODY, ApiError
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.models import ApiKey
 from toolcalls.api.serializers import (
@@ -217,7 +217,9 @@ MAX_JSON_DEPTH = 64
 def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
     """400 for a body nested too deeply, and for any ID, query parameter, ``Idempotency-Key``
     or body string (keys included) the database could not compare or store: each would fail
-    as a 500 deep in a query or a service otherwise."""
+    as a 500 deep in a query or a service otherwise. A body string is named by its dotted path
+    (``metadata.note``, ``tools.1``; a member name by the object holding it, ``body`` at the
+    top)."""
     try:
         body = request.data
     except RecursionError:  # the JSON parser only turns ValueError into a 400
@@ -226,28 +228,36 @@ def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
         "path": list(kwargs.values()),
         "query": [s for key, values in request.query_params.lists() for s in (key, *values)],
         "header": [request.headers.get("Idempotency-Key", "")],
-        "body": _strings(body),
     }
+    message = "Text may not contain NUL characters or unpaired surrogates."
     for place, values in places.items():
         if any(_UNSTORABLE.search(value) for value in values if isinstance(value, str)):
-            message = "Text may not contain NUL characters or unpaired surrogates."
             raise ApiError(400, "invalid_request", message, {place: [message]})
+    for field, value in _strings(body):
+        if _UNSTORABLE.search(value):
+            raise ApiError(400, "invalid_request", message, {field: [message]})
 
 
-def _strings(body: Any) -> list[str]:
-    """Every string in parsed JSON, keys included; 400 past :data:`MAX_JSON_DEPTH` levels.
-    Iterative, as the depth is the client's choice."""
-    found: list[str] = []
-    stack: list[tuple[Any, int]] = [(body, 0)]
+def _strings(body: Any) -> list[tuple[str, str]]:
+    """Every string in parsed JSON, keys included, with its place: the dotted path of a value,
+    that of the object holding a member name (``body`` for the top level); 400 past
+    :data:`MAX_JSON_DEPTH` levels. Iterative, as the depth is the client's choice."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str, int]] = [(body, "", 0)]
     while stack:
-        item, depth = stack.pop()
+        item, path, depth = stack.pop()
         if isinstance(item, str):
-            found.append(item)
-        elif isinstance(item, dict | list):
-            if depth >= MAX_JSON_DEPTH:
-                raise _too_deep()
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack += [(child, depth + 1) for child in children]
+            found.append((path or BODY, item))
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            raise _too_deep()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            if isinstance(key, str):
+                found.append((path or BODY, key))
+            stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
     return found
 
 
@@ -1023,7 +1033,10 @@ class ToolView(ApiView):
         }
         body = ToolSettingsSerializer(data=self.request.data, partial=partial)
         body.is_valid(raise_exception=True)
-        values = {**current, **body.validated_data} if partial else dict(body.validated_data)
+        given = body.validated_data
+        if "approval" in given and given["approval"] != "threshold":
+            current["approval_threshold"] = None  # a PATCH of the policy drops its threshold
+        values = {**current, **given} if partial else dict(given)
         values["approval"] = values["approval"] or ""
         tenant = self.key().tenant
         try:

@@ -76,7 +76,7 @@ def _configuration(
             "budgets": original.budgets,
         }
     if model:
-        message = f"the agent profile {revision.label} sets the model; fork without --model"
+        message = f"the agent profile {revision.label} sets the model: leave the model out"
         raise OperationError("agent_conflict", message, details={"fields": {"model": [message]}})
     kept = {}
     if revision.pk == original.agent_revision_id:
