@@ -104,7 +104,10 @@ def _number_problem(number: float) -> str:
     if -SAFE_INTEGER <= number <= SAFE_INTEGER:
         return ""
     text = str(number)
-    shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text.lstrip('-'))} digits)"
+    if text in ("inf", "-inf"):  # written past what a double holds (1e400): read as infinite
+        shown = "a number past ±1.8e308"
+    else:
+        shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text.lstrip('-'))} digits)"
     return (
         f"{shown} is beyond ±{SAFE_INTEGER}, the numbers JSON carries exactly "
         "(I-JSON, RFC 7493 §2.2)"

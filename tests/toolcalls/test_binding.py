@@ -36,6 +36,8 @@ def test_values_json_cannot_represent_exactly_are_refused() -> None:
         ({"amount": 2**60}, "amount: 1152921504606846976 is beyond ±9007199254740991"),
         ({"a": [1.5, 1e20]}, "a/1: 1e+20 is beyond ±9007199254740991"),  # rfc8785: "1000…0"
         ({"a": {"b": 2.0**53}}, "a/b: 9007199254740992.0 is beyond ±9007199254740991"),
+        ({"a": float("inf")}, "a: a number past ±1.8e308 is beyond ±9007199254740991"),
+        ({"a": -float("inf")}, "a: a number past ±1.8e308 is beyond ±9007199254740991"),
         ({"a": float("nan")}, "a: NaN is not a JSON number"),
     ]:
         with pytest.raises(InexactJson) as refused:
@@ -61,7 +63,7 @@ def test_values_json_cannot_represent_exactly_are_refused() -> None:
         ('{"n": 9007199254740992}', "n: 9007199254740992 is beyond ±9007199254740991"),
         ('{"n": -9007199254740992}', "n: -9007199254740992 is beyond ±9007199254740991"),
         ('{"n": [1e20]}', "n/0: 1e+20 is beyond ±9007199254740991"),
-        ('{"n": 1e400}', "n: inf is beyond ±9007199254740991"),
+        ('{"n": 1e400}', "n: a number past ±1.8e308 is beyond ±9007199254740991"),
         ("1" + "0" * 40, "(root): 100000000000… (41 digits) is beyond ±9007199254740991"),
         ('{"first": 1e300, "then": {"x": 1, "x": 2}}', "first: 1e+300 is beyond"),
     ],
