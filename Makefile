@@ -16,12 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet ".[dev]"
 	@touch $(STAMP)
 
-# The embedded demo: SQLite in var/, tasks in-process, console on http://127.0.0.1:8000.
+# The embedded demo: SQLite in var/, tasks in-process, console on http://127.0.0.1:$(PORT)
+# (`make run PORT=8765` for another port).
+PORT ?= 8000
 run: $(STAMP)
 	@mkdir -p var
 	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py migrate --no-input
 	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py demo_setup --start
-	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py runserver 127.0.0.1:8000
+	DJANGO_SETTINGS_MODULE=config.settings.local $(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 
 # The whole suite against PostgreSQL 15 and Redis on 127.0.0.1 (started here when not running):
 # everything but fault injection, then fault injection with its totals.

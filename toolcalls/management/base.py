@@ -27,5 +27,6 @@ class CallgateCommand(BaseCommand):
         """The tenant whose slug is ``slug``; ends the command when there is none."""
         tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
-            raise CommandError(f"no tenant {slug!r}")
+            message = f"no tenant {slug!r}; a superuser adds tenants in the admin (/admin/)"
+            raise CommandError(message)
         return tenant
