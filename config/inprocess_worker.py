@@ -151,9 +151,12 @@ class InProcessWorker:
         try:
             job.task.apply(args=job.args, kwargs=job.kwargs, task_id=job.task_id, throw=True)
         except Exception:
-            # Celery's trace has logged the error; say what becomes of the work.
+            # Say why the task failed (with its traceback) and what becomes of the work.
             log.warning(
-                "task %s%r failed; the sweeps take its work up again", job.task.name, job.args
+                "task %s%r failed; the sweeps take its work up again",
+                job.task.name,
+                job.args,
+                exc_info=True,
             )
         finally:
             close_old_connections()

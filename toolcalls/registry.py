@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 
 from providers.base import ToolDeclaration
 from toolcalls.policy import ApprovalPolicy, never
+from toolcalls.schema_errors import LOCAL_ONLY, reference_problems
 
 Risk = Literal["read", "write", "irreversible"]
 RISKS: tuple[Risk, ...] = ("read", "write", "irreversible")
@@ -87,7 +88,8 @@ class ToolSpec:
     """Everything the dispatcher needs to know about one tool.
 
     - ``parameters``: JSON Schema (Draft 2020-12) of the arguments object; the top level must set
-      ``additionalProperties: false`` so unknown fields are rejected.
+      ``additionalProperties: false`` so unknown fields are rejected. References (``$ref``,
+      ``$dynamicRef``) must resolve within it (``#…``); nothing is retrieved from elsewhere.
     - ``risk``: ``read`` (may be retried), ``write`` or ``irreversible`` (side effects).
     - ``timeout_ms``: per-call handler timeout in milliseconds.
     - ``handler(ctx, arguments) -> data``: returns the JSON-serialisable result data or raises
@@ -146,7 +148,7 @@ class ToolSpec:
 
     @cached_property
     def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(dict(self.parameters))
+        return Draft202012Validator(dict(self.parameters), registry=LOCAL_ONLY)
 
     @property
     def has_side_effects(self) -> bool:
@@ -164,8 +166,9 @@ _REVISION_KEYS = frozenset({"input", "output", "effect", "handler"})
 
 def register(spec: ToolSpec) -> ToolSpec:
     """Add ``spec`` to the registry; raises ``ImproperlyConfigured`` on a duplicate name, an
-    invalid schema, a schema that admits unknown fields, an unknown risk, a side-effecting tool
-    without an idempotency key function, or missing revision strings."""
+    invalid schema, a schema with a reference that does not resolve within it, a schema that
+    admits unknown fields, an unknown risk, a side-effecting tool without an idempotency key
+    function, or missing revision strings."""
     problems = _problems(spec)
     if problems:
         raise ImproperlyConfigured(f"tool {spec.name!r}: " + "; ".join(problems))
@@ -181,6 +184,8 @@ def _problems(spec: ToolSpec) -> list[str]:
         Draft202012Validator.check_schema(dict(spec.parameters))
     except SchemaError as exc:
         problems.append(f"invalid JSON Schema: {exc.message}")
+    else:
+        problems.extend(reference_problems(spec.parameters))
     params = spec.parameters
     if params.get("type") != "object" or params.get("additionalProperties") is not False:
         problems.append("parameters must be an object schema with additionalProperties: false")

@@ -69,7 +69,7 @@ def test_an_mcp_server_over_stdio_is_refused_where_not_allowed(
 ) -> None:
     with pytest.raises(RemoteError, match="over stdio are not allowed") as refused:
         register_stdio(demo, scripted_mcp)
-    assert refused.value.code == "server_unreachable"
+    assert refused.value.code == "invalid_server"  # refused without trying it
     assert not RemoteServer.objects.exists()
 
 

@@ -81,8 +81,10 @@ class ServerCreateSerializer(StrictSerializer):
     command = serializers.ListField(
         child=serializers.CharField(max_length=500), required=False, default=list, max_length=50
     )
-    headers = serializers.DictField(
-        child=serializers.CharField(max_length=2000), required=False, default=dict
+    headers = serializers.DictField(  # checked, not trimmed, by the service (invalid_server)
+        child=serializers.CharField(max_length=2000, trim_whitespace=False),
+        required=False,
+        default=dict,
     )
     signing_secret = serializers.CharField(max_length=100, required=False, default="")
 

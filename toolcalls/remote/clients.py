@@ -2,11 +2,11 @@
 ``requests``. No ORM here; the callers pass what a request needs.
 
 Every failure is one of three kinds, because what Callgate may do next depends on it:
-:class:`RemoteUnavailable` (nothing that could take effect was sent: the address is refused,
-nobody answers, the server refused the request before running anything), :class:`RemoteLost`
-(the request may have reached the tool and the answer was lost: a timeout, a dropped
-connection, a 5xx) and :class:`RemoteBadReply` (an answer came back that cannot be used: not
-JSON, larger than ``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
+:class:`RemoteUnavailable` (nothing that could take effect was sent: the address or its headers
+are refused, nobody answers, the server refused the request before running anything),
+:class:`RemoteLost` (the request may have reached the tool and the answer was lost: a timeout, a
+dropped connection, a 5xx) and :class:`RemoteBadReply` (an answer came back that cannot be used:
+not JSON, larger than ``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
 
 The engine is synchronous: each MCP exchange runs its own event loop (``anyio.run``) in the
 calling thread. Celery's workers and the in-process worker's threads run no loop of their own,
@@ -16,6 +16,7 @@ so this is safe in both.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,14 +81,73 @@ class ServedTool:
     annotations: Mapping[str, Any]
 
 
+#: Header names Callgate or its transports set (the MCP SDK's included), or that frame and
+#: route the message: a value given for them would be overridden or break the exchange.
+#: (``Accept`` is left to the server's registration: the transports read the reply they get.)
+RESERVED_HEADERS = frozenset(
+    {
+        "connection", "content-encoding", "content-length", "content-type", "expect", "host",
+        "idempotency-key", "keep-alive", "last-event-id", "mcp-protocol-version",
+        "mcp-session-id", "te", "trailer", "transfer-encoding", "upgrade",
+        SIGNATURE_HEADER.lower(),
+    }
+)  # fmt: skip
+#: RFC 9110 §5.1: a field name is a token.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: RFC 9110 §5.5 as the transports can send it: visible US-ASCII, spaces and tabs (no CR, LF,
+#: NUL or other control character; the MCP transport encodes header values as ASCII).
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def headers_problem(headers: Mapping[str, str]) -> str:
+    """Why ``headers`` cannot be sent with a server's requests, or ``""``. Each name is a token
+    (RFC 9110 §5.1), none of :data:`RESERVED_HEADERS`, no two the same ignoring case; each value
+    is visible US-ASCII, spaces and tabs, neither starting nor ending with a space or tab. The
+    problem names the header, never its value (a secret)."""
+    seen: set[str] = set()
+    for name, value in headers.items():
+        problem = _header_problem(name, value, seen)
+        if problem:
+            return problem
+        seen.add(name.lower())
+    return ""
+
+
+def _header_problem(name: object, value: object, seen: set[str]) -> str:
+    if not isinstance(name, str) or not isinstance(value, str):
+        return "headers are names and values, both strings"
+    if not _HEADER_NAME.fullmatch(name):
+        return f"the header name {name!r} is not an HTTP token: letters, digits, !#$%&'*+-.^_`|~"
+    if name.lower() in RESERVED_HEADERS:
+        return f"the header {name!r} is set by Callgate or its transport; it cannot be given"
+    if name.lower() in seen:
+        return f"the header {name!r} is given twice (header names ignore case)"
+    if not _HEADER_VALUE.fullmatch(value) or value != value.strip(" \t"):
+        return (
+            f"the value of the header {name!r} must be visible ASCII characters, spaces and "
+            "tabs, neither starting nor ending with a space or tab"
+        )
+    return ""
+
+
+def address_problem(address: Address) -> str:
+    """Why Callgate refuses ``address`` without trying it, or ``""``: a command where
+    ``CALLGATE_REMOTE_ALLOW_STDIO`` does not allow stdio, or its headers
+    (:func:`headers_problem`)."""
+    if address.command and not settings.CALLGATE_REMOTE_ALLOW_STDIO:
+        return "MCP servers over stdio are not allowed here"
+    return headers_problem(address.headers)
+
+
 def address_check(address: Address) -> None:
-    """Raise :class:`RemoteUnavailable` unless ``address`` may be called: a URL passes the
-    address rules (:mod:`toolcalls.addresses`, private addresses only where
-    ``CALLGATE_REMOTE_ALLOW_PRIVATE`` says so), a command only where
-    ``CALLGATE_REMOTE_ALLOW_STDIO`` says so."""
+    """Raise :class:`RemoteUnavailable`, before anything is sent, unless ``address`` may be
+    called: :func:`address_problem` finds nothing, and a URL passes the address rules
+    (:mod:`toolcalls.addresses`, private addresses only where ``CALLGATE_REMOTE_ALLOW_PRIVATE``
+    says so)."""
+    problem = address_problem(address)
+    if problem:
+        raise RemoteUnavailable(problem)
     if address.command:
-        if not settings.CALLGATE_REMOTE_ALLOW_STDIO:
-            raise RemoteUnavailable("MCP servers over stdio are not allowed here")
         return
     try:
         url_check(address.url, allow_private=settings.CALLGATE_REMOTE_ALLOW_PRIVATE)
@@ -235,13 +295,13 @@ def http_post(
     headers: Mapping[str, str],
     timeout_s: float,
 ) -> dict[str, Any]:
-    """POST ``body`` (compact sorted JSON) to an HTTP tool with ``Idempotency-Key: key`` (none
-    for a read tool's empty key) and a
-    ``Callgate-Signature`` made with ``secret``; returns the 2xx reply's JSON object. Raises
-    :class:`RemoteUnavailable` (address refused, no connection), :class:`RemoteRefused` (a 4xx:
+    """POST ``body`` (compact sorted JSON) to an HTTP tool with ``headers``,
+    ``Idempotency-Key: key`` (none for a read tool's empty key) and a ``Callgate-Signature`` made
+    with ``secret``; returns the 2xx reply's JSON object. Raises :class:`RemoteUnavailable`
+    (address or headers refused, no connection), :class:`RemoteRefused` (a 4xx:
     ``{"error": {"code", "message"}}``, else ``HTTP_<status>``), :class:`RemoteLost` (timeout,
     dropped connection, 5xx), :class:`RemoteBadReply` (not a JSON object, too large)."""
-    address_check(Address(url=url))
+    address_check(Address(url=url, headers=headers))
     raw = payload_body(dict(body))
     signed = {
         **headers,
@@ -273,7 +333,7 @@ def http_get(
     """GET ``url?idempotency_key=<key>&tenant_ref=<tenant>`` with ``Idempotency-Key: key``,
     signed over the key; returns (status, the reply's JSON object or ``None``). Raises what
     :func:`http_post` raises for a failed exchange."""
-    address_check(Address(url=url))
+    address_check(Address(url=url, headers=headers))
     signed = {
         **headers,
         "Idempotency-Key": key,

@@ -7,8 +7,9 @@
   schema and annotations; any change to them is a new revision that needs enabling. A revision
   canonical JSON cannot hold (a ``maximum`` of 1e30) is recorded with that problem and cannot
   be enabled.
-- Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object;
-  Callgate validates arguments against it with unknown fields rejected
+- Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object whose
+  references (``$ref``, ``$dynamicRef``) resolve within it (``#…``: nothing is retrieved from
+  elsewhere); Callgate validates arguments against it with unknown fields rejected
   (``additionalProperties: false`` at the top level, whatever the server says).
 - Approval condition: ``<argument> <op> <integer>`` with ``op`` one of ``> >= < <= == !=``,
   on a top-level argument the schema declares.
@@ -27,6 +28,7 @@ from jsonschema.exceptions import SchemaError
 from providers.adapter import PLAIN_TOOL_NAME
 from toolcalls.binding import CanonicalizationError, canonical_json, digest
 from toolcalls.remote.clients import ServedTool
+from toolcalls.schema_errors import reference_problems
 
 SERVER_NAME = re.compile(r"[a-z][a-z0-9-]{0,29}")
 NAME_SEPARATOR = "__"
@@ -83,6 +85,8 @@ def served_problem(served: ServedTool, *, server_name: str) -> str:
         return f"the input schema is not valid JSON Schema: {exc.message}"
     if schema.get("type") != "object":
         return "the input schema must describe an object"
+    if problems := reference_problems(schema):
+        return "the input schema cannot be used: " + "; ".join(problems)
     return ""
 
 

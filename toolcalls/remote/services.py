@@ -25,6 +25,7 @@ from toolcalls.remote.clients import (
     RemoteUnavailable,
     ServedTool,
     address_check,
+    address_problem,
     mcp_list_tools,
 )
 from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
@@ -51,7 +52,8 @@ def server_address(server: RemoteServer) -> Address:
 class ServerForm:
     """What registering a server takes: ``name`` (prefix of its tools' names), ``kind``
     (``mcp``/``http``), ``url`` or ``command`` (MCP: one of them; HTTP: neither, each tool has
-    its own URL), ``headers`` sent with every request, ``signing_secret`` (HTTP tools)."""
+    its own URL), ``headers`` sent with every request (the rules of
+    :func:`~toolcalls.remote.clients.headers_problem`), ``signing_secret`` (HTTP tools)."""
 
     name: str
     kind: str
@@ -64,7 +66,8 @@ class ServerForm:
 def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) -> RemoteServer:
     """Register a server for ``tenant``; an MCP server's tools are listed first (nothing is
     saved when it cannot be reached) and stored for review, none enabled. Raises
-    :class:`RemoteError` (``invalid_server``, ``server_exists``, ``server_unreachable``)."""
+    :class:`RemoteError` (``invalid_server``: a field breaks a rule, headers no request may
+    carry, a command where stdio is not allowed; ``server_exists``; ``server_unreachable``)."""
     _server_form_check(form)
     address = Address(url=form.url, command=tuple(form.command), headers=dict(form.headers))
     listing = _list(address) if form.kind == RemoteServer.Kind.MCP else []
@@ -95,8 +98,8 @@ def _server_form_check(form: ServerForm) -> None:
         problem = "an MCP server has a url or a command, not both"
     elif form.kind == RemoteServer.Kind.HTTP and (form.url or form.command):
         problem = "HTTP tools name their own URLs; the server has none"
-    elif not all(isinstance(v, str) for v in [*form.headers, *form.headers.values()]):
-        problem = "headers are names and values, both strings"
+    else:
+        problem = address_problem(Address(command=tuple(form.command), headers=form.headers))
     if problem:
         raise RemoteError("invalid_server", problem)
 
@@ -114,12 +117,16 @@ def _list(address: Address) -> list[ServedTool]:
 def remote_server_discover(*, server_pk: int, actor: Actor) -> list[RemoteTool]:
     """List an MCP server's tools again and record what changed (new tools, new revisions —
     which disable the tool until it is enabled again — and tools no longer served). Returns
-    the server's tools. Raises :class:`RemoteError` (``server_unreachable``,
-    ``invalid_server`` for an HTTP server)."""
+    the server's tools. Raises :class:`RemoteError` (``server_unreachable``;
+    ``invalid_server`` for an HTTP server, or one Callgate refuses without trying: its headers,
+    a command where stdio is not allowed)."""
     server = RemoteServer.objects.get(pk=server_pk)
-    if server.kind != RemoteServer.Kind.MCP:
-        raise RemoteError("invalid_server", "only MCP servers list their tools")
-    listing = _list(server_address(server))
+    address = server_address(server)
+    mcp = server.kind == RemoteServer.Kind.MCP
+    problem = address_problem(address) if mcp else "only MCP servers list their tools"
+    if problem:
+        raise RemoteError("invalid_server", problem)
+    listing = _list(address)
     with transaction.atomic(durable=True):
         server = RemoteServer.objects.select_for_update().get(pk=server_pk)
         _listing_record(server, listing, actor)
@@ -257,14 +264,16 @@ class Review:
 
 
 def remote_tool_enable(*, tool_pk: int, review: Review, actor: Actor) -> RemoteTool:
-    """Enable the tool's served revision (pinning it) with ``review``'s settings. Raises
+    """Enable the tool's served revision (pinning it) with ``review``'s settings; the revision is
+    checked again by today's rules (it may have been stored before them). Raises
     :class:`RemoteError` (``invalid_tool``: it cannot be enabled; ``invalid_review``)."""
     with transaction.atomic(durable=True):
         tool = RemoteTool.objects.select_related("server").get(pk=tool_pk)
         server = RemoteServer.objects.select_for_update().get(pk=tool.server_id)
         tool.refresh_from_db()
-        if tool.problem or registry.get(tool.name) is not None:
-            problem = tool.problem or f"{tool.name} is the name of a tool deployed with Callgate"
+        problem = tool.problem or rules.served_problem(_served(tool), server_name=server.name)
+        if problem or registry.get(tool.name) is not None:
+            problem = problem or f"{tool.name} is the name of a tool deployed with Callgate"
             raise RemoteError("invalid_tool", problem)
         _review_check(tool, review)
         for name in ("risk", "timeout_ms", "approval", "approval_condition"):
@@ -275,6 +284,11 @@ def remote_tool_enable(*, tool_pk: int, review: Review, actor: Actor) -> RemoteT
         details = {"pinned_sha256": tool.pinned_sha256, **review.__dict__}
         _event(server, tool, RemoteEvent.Kind.TOOL_ENABLED, actor, details)
     return tool
+
+
+def _served(tool: RemoteTool) -> ServedTool:
+    """The revision stored for ``tool``, as its server served it."""
+    return ServedTool(tool.remote_name, tool.description, tool.input_schema, tool.annotations)
 
 
 def _review_check(tool: RemoteTool, review: Review) -> None:

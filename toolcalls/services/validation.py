@@ -18,7 +18,7 @@ from toolcalls.binding import canonical_json, digest, exact_json_loads
 from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
-from toolcalls.schema_errors import ROOT, error_text, errors_in_order
+from toolcalls.schema_errors import ROOT, UNRESOLVABLE, error_text, errors_in_order
 from toolcalls.services.authorization import call_authorize
 from toolcalls.storage import storable
 
@@ -111,8 +111,13 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
 
 
 def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
+    """Up to :data:`_MAX_SCHEMA_ERRORS` problems of ``arguments`` under the tool's schema. A
+    schema stored before references were checked may hold one that does not resolve: no
+    arguments can match it (what it refers to is never told to the model)."""
     try:
         errors = errors_in_order(spec.validator, dict(arguments))
     except RecursionError:
         return [f"{ROOT}: nested too deeply"]
+    except UNRESOLVABLE:
+        return [f"{ROOT}: the tool's schema has a reference that does not resolve; nothing matches"]
     return [error_text(error) for error in errors[:_MAX_SCHEMA_ERRORS]]
