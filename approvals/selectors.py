@@ -8,18 +8,21 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest
 from approvals.states import ApprovalState
 from toolcalls import registry
+from toolcalls.actors import Actor
 from toolcalls.diffs import arguments_diff
 from toolcalls.keyset import Key, Page, keyset_page, ordering
 from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
+from toolcalls.selectors import principal_names
 from toolcalls.services.approvals import precondition_refusal
 from toolcalls.services.results import tool_context
+from toolcalls.storage import storable
 
 #: The header shows "1000+" beyond this, so the count never scans a big table.
 PENDING_COUNT_CAP = 1000
@@ -95,14 +98,29 @@ QUEUE_SORTS: dict[str, tuple[Key, ...]] = {
 }
 
 
+def _named(field: str, name: str) -> Q:
+    """Rows whose user ``field`` is named ``name`` as :func:`~toolcalls.selectors.principal_names`
+    names users: an API key's service as ``service:<key name>``, a person by username or
+    ``user:<username>`` (a service user's own username names nobody). One subquery on indexed
+    columns, so a filtered page costs what an unfiltered one does."""
+    service, person = (Actor(kind, "").audit_name for kind in ("service", "user"))
+    if name.startswith(service):
+        users = User.objects.filter(api_keys__name=name.removeprefix(service))
+    else:
+        username = name.removeprefix(person)
+        users = User.objects.filter(username=username, api_keys__isnull=True)
+    return Q(**{f"{field}__in": users.values("pk")})
+
+
 def _queue_rows(user: User, filters: QueueFilters) -> QuerySet[ApprovalRequest]:
     # The operation is joined for its state only: its row (the whole conversation) is not read.
-    rows = _pending(user).select_related("tenant", "requested_by")
+    rows = _pending(user).select_related("tenant")
+    rows = principal_names(rows, requested_by_name="requested_by")
     rows = rows.annotate(sort_amount=AMOUNT, risk_rank=RISK_RANK)
     exact = {"tool_name": filters.tool, "risk": filters.risk, "tenant__slug": filters.tenant}
     rows = rows.filter(**{field: value for field, value in exact.items() if value})
     if filters.requester:
-        rows = rows.filter(requested_by__username=filters.requester)
+        rows = rows.filter(_named("requested_by", filters.requester))
     if filters.amount_min is not None:
         rows = rows.filter(amount_cents__gte=filters.amount_min)
     if filters.amount_max is not None:
@@ -157,31 +175,54 @@ def approvals_decided(
 ) -> Page[ApprovalRequest]:
     """One page of decided approvals of the user's tenants (approved, denied, expired), most
     recent decision first, keyset-paginated on ``(decided_at, id)`` (index
-    ``approval_tenant_decided``). Each row carries ``operation_public_id``."""
+    ``approval_tenant_decided``). Each row carries ``operation_public_id`` and
+    ``decided_by_name`` (:func:`~toolcalls.selectors.principal_names`)."""
     rows = (
         approvals_visible(user=user)
         .exclude(state=ApprovalState.PENDING)
-        .select_related("tenant", "decided_by", "requested_by")
+        .select_related("tenant")
         .annotate(operation_public_id=F("operation__public_id"))
     )
+    rows = principal_names(rows, decided_by_name="decided_by")
     if filters.state:
         rows = rows.filter(state=filters.state)
     if filters.tool:
         rows = rows.filter(tool_name=filters.tool)
     if filters.decided_by:
-        rows = rows.filter(decided_by__username=filters.decided_by)
+        rows = rows.filter(_named("decided_by", filters.decided_by))
     return keyset_page(rows, keys=DECIDED_ORDER, cursor=cursor, size=size)
 
 
-def approval_get(*, user: User, public_id: str) -> ApprovalRequest:
-    """One approval by public ID; raises ``ApprovalRequest.DoesNotExist`` for other tenants'."""
-    return (
+def approvals_ticked(
+    *, user: User, public_ids: list[str]
+) -> tuple[list[ApprovalRequest], list[str]]:
+    """The approvals of the user's tenants that ``public_ids`` name, soonest expiry first (with
+    their operation and call, to decide them), and the IDs that name none of them, in the order
+    given and each once (as text the page can show: NUL and lone surrogates replaced). An ID of
+    another tenant's approval is among the latter, told from one naming nothing by nothing."""
+    given = list(dict.fromkeys(public_ids))
+    approvals = list(
         approvals_visible(user=user)
-        .select_related(
-            "tenant", "requested_by", "decided_by", "edited_by", "operation__tenant", "call__turn"
-        )
-        .get(public_id=public_id)
+        .filter(public_id__in=[value for value in given if storable(value) == value])
+        .select_related("operation__tenant", "call")
+        .order_by("expires_at", "pk")
     )
+    found = {approval.public_id for approval in approvals}
+    return approvals, [storable(value) for value in given if value not in found]
+
+
+def approval_get(*, user: User, public_id: str) -> ApprovalRequest:
+    """One approval by public ID, with ``requested_by_name``, ``decided_by_name`` and
+    ``edited_by_name`` (:func:`~toolcalls.selectors.principal_names`); raises
+    ``ApprovalRequest.DoesNotExist`` for other tenants'."""
+    rows = approvals_visible(user=user).select_related("tenant", "operation__tenant", "call__turn")
+    rows = principal_names(
+        rows,
+        requested_by_name="requested_by",
+        decided_by_name="decided_by",
+        edited_by_name="edited_by",
+    )
+    return rows.get(public_id=public_id)
 
 
 def approval_siblings(*, approval: ApprovalRequest) -> QuerySet[ToolCall]:
@@ -248,12 +289,10 @@ def approval_preview(*, approval: ApprovalRequest) -> dict[str, Any] | None:
 
 
 def operation_approvals(*, operation: Operation) -> list[ApprovalRequest]:
-    """The approvals of one operation (already scoped by the caller), in the order asked."""
-    return list(
-        ApprovalRequest.objects.filter(operation=operation)
-        .select_related("decided_by")
-        .order_by("created_at", "pk")
-    )
+    """The approvals of one operation (already scoped by the caller), in the order asked, each
+    with ``decided_by_name`` (:func:`~toolcalls.selectors.principal_names`)."""
+    rows = ApprovalRequest.objects.filter(operation=operation).order_by("created_at", "pk")
+    return list(principal_names(rows, decided_by_name="decided_by"))
 
 
 def approvals_currency(*, approvals: list[ApprovalRequest]) -> str:

@@ -26,7 +26,6 @@ from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
 from toolcalls.models import Tenant
-from toolcalls.storage import storable
 
 DECISIONS = ("approve", "deny")
 
@@ -197,25 +196,20 @@ def _decided(
 def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Approve or deny the approvals ticked in the queue, each decided on its own with every
     check a single decision has (the tool's precondition included for approvals); the page
-    reports each result. IDs outside the user's tenants are ignored."""
+    reports each result, and each ticked ID outside the user's tenants as not in them."""
     form = BulkDecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Tick at least one approval (at most 50) and choose a decision.")
         return redirect("approvals:queue")
-    approve = form.cleaned_data["decision"] == "approve"
-    ids = [value for value in form.cleaned_data["approval"] if storable(value) == value]
-    approvals = list(
-        selectors.approvals_visible(user=request.user)
-        .filter(public_id__in=ids)
-        .select_related("operation__tenant", "call")
-        .order_by("expires_at", "pk")
+    approvals, not_found = selectors.approvals_ticked(
+        user=request.user, public_ids=form.cleaned_data["approval"]
     )
     results = approvals_decide_each(
         approval_pks=[a.pk for a in approvals],
         actor=request.user,
-        approve=approve,
+        approve=form.cleaned_data["decision"] == "approve",
         reason=form.cleaned_data["reason"],
     )
     report = [(a, exc.message if exc else None) for a, exc in zip(approvals, results, strict=True)]
-    context = {"report": report, "decision": form.cleaned_data["decision"]}
+    context = {"report": report, "not_found": not_found, "decision": form.cleaned_data["decision"]}
     return render(request, "approvals/bulk.html", context)

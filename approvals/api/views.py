@@ -17,7 +17,6 @@ from approvals.models import DECIDABLE, EXPIRED_NOW, SHOWN_STATE, SUPERSEDED, Ap
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
-from toolcalls.api.auth import principal_names
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import ErrorSerializer
 from toolcalls.api.views import (
@@ -30,6 +29,7 @@ from toolcalls.api.views import (
     choice,
 )
 from toolcalls.registry import RISKS
+from toolcalls.selectors import principal_names
 
 DECIDE = "approvals:decide"
 

@@ -330,7 +330,7 @@ def test_bulk_decides_each_on_its_own_and_reports_each(demo) -> None:
     fresh = start(demo, bundled_replies("refund_approve")).approvals.get()
     stale = start(demo, bundled_replies("refund_approve")).approvals.get()
     approval_decide(approval_pk=stale.pk, actor=operator(), approve=True)
-    elsewhere = ApprovalRequestFactory.create()  # another tenant's: ignored
+    elsewhere = ApprovalRequestFactory.create()  # another tenant's: as if there were none
     client = _client("operator")
     ticked = [fresh.public_id, stale.public_id, elsewhere.public_id, "apr_\u0000"]
     denied_without_reason = client.post(
@@ -349,8 +349,11 @@ def test_bulk_decides_each_on_its_own_and_reports_each(demo) -> None:
     )
     report = response.content.decode()
     assert response.status_code == 200
-    assert report.count('data-label="Approval"') == 2 and elsewhere.public_id not in report
+    assert report.count('data-label="Approval"') == 4  # a line for every ticked ID
+    assert report.count("No such approval in your tenants.") == 2
     assert "already APPROVED" in report and ">denied<" in report
+    elsewhere.refresh_from_db()
+    assert elsewhere.state == "PENDING"
     fresh.refresh_from_db()
     assert (fresh.state, fresh.decision_reason) == ("DENIED", "Dup.")
     assert client.post(reverse("approvals:bulk"), {"decision": "deny"}).status_code == 302

@@ -17,23 +17,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import IntegrityError, transaction
-from django.db.models import (
-    Case,
-    CharField,
-    Exists,
-    F,
-    OuterRef,
-    QuerySet,
-    Subquery,
-    Value,
-    When,
-)
-from django.db.models.functions import Concat
+from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from toolcalls.actors import Actor
 from toolcalls.api.models import KEY_NAME_MAX, SCOPES, ApiKey
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
@@ -152,29 +140,6 @@ def api_keys_revoke(*, keys: QuerySet[ApiKey]) -> list[ApiKey]:
         live.update(revoked_at=timezone.now())
         get_user_model().objects.filter(api_keys__in=revoked).update(is_active=False)
     return revoked
-
-
-def principal_names(rows: QuerySet[Any], **fields: str) -> QuerySet[Any]:
-    """``rows`` annotated, for each ``alias=field`` (a foreign key to a user, ``None`` allowed),
-    with ``alias``: that user's name in the audit trail, ``service:<key name>`` for an API key's
-    service user (each key has its own), ``user:<username>`` for a person, NULL for no user.
-
-    Worked out in the rows' own statement, so a page carries strings: user instances with
-    their keys prefetched would hold a reference cycle per row for the garbage collector to
-    find, which is what made an API list's slowest requests slow.
-    """
-    username = get_user_model().USERNAME_FIELD
-    service, person = (Value(Actor(kind, "").audit_name) for kind in ("service", "user"))
-    names = {}
-    for alias, field in fields.items():
-        key = ApiKey.objects.filter(service_user=OuterRef(field)).order_by("pk").values("name")
-        names[alias] = Case(
-            When(Exists(key), then=Concat(service, Subquery(key[:1]))),
-            When(**{f"{field}__isnull": False}, then=Concat(person, F(f"{field}__{username}"))),
-            default=None,
-            output_field=CharField(),
-        )
-    return rows.annotate(**names)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

@@ -11,6 +11,7 @@ from django.forms import BoundField
 from django.utils import timezone
 from django.utils.html import format_html
 
+from toolcalls.actors import Actor
 from toolcalls.reasons import reason_code
 
 register = template.Library()
@@ -50,6 +51,18 @@ def shorten(value: Any, length: int = 24) -> str:
     value stays in the element's title."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+#: How :func:`~toolcalls.selectors.principal_names` begins a person's name.
+_PERSON = Actor("user", "").audit_name
+
+
+@register.filter
+def principal(name: str | None) -> str:
+    """A user as :func:`~toolcalls.selectors.principal_names` names them, for people to read: a
+    person by username, an API key's service as the API and the audit trail name it
+    (``service:<key name>``, never its service user's internal username)."""
+    return (name or "").removeprefix(_PERSON)
 
 
 @register.filter
