@@ -150,6 +150,13 @@ class ToolSpec:
     def validator(self) -> Draft202012Validator:
         return Draft202012Validator(dict(self.parameters), registry=LOCAL_ONLY)
 
+    @cached_property
+    def references_usable(self) -> bool:
+        """Whether the schema's references all resolve within it and none loops
+        (:func:`~toolcalls.schema_errors.reference_problems`): always, for a tool registered
+        now; a remote tool's revision stored before references were checked may not."""
+        return not reference_problems(self.parameters)
+
     @property
     def has_side_effects(self) -> bool:
         return self.risk != "read"

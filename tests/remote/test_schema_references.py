@@ -191,7 +191,24 @@ def test_a_call_meeting_a_stored_reference_that_does_not_resolve_is_rejected_and
     refused = operation.calls.get()
     assert (refused.state, refused.error_code) == (CallState.REJECTED, "INVALID_ARGUMENTS")
     message = (refused.model_result or {})["error"]["message"]
-    assert "reference that does not resolve" in message and reference not in message
+    assert "reference that cannot be used" in message and reference not in message
+    assert scripted_http.requests == []
+
+
+@pytest.mark.parametrize("schema", LOOPS)
+def test_a_call_meeting_a_stored_schema_whose_references_loop_is_rejected_and_goes_on(
+    demo: Any, scripted_http: ScriptedHttp, schema: dict[str, Any]
+) -> None:
+    """Checked before validating (validation would never end), not left to the recursion
+    limit, which may be reached where no exception handler can catch it."""
+    enable(register_http(demo, scripted_http), "pay")
+    RemoteTool.objects.update(input_schema=schema)
+    operation = run(demo, "ledger__pay", {"order_id": "ORD-1"})
+    operation.refresh_from_db()
+    assert operation.state == OperationState.COMPLETED
+    refused = operation.calls.get()
+    assert (refused.state, refused.error_code) == (CallState.REJECTED, "INVALID_ARGUMENTS")
+    assert "reference that cannot be used" in (refused.model_result or {})["error"]["message"]
     assert scripted_http.requests == []
 
 

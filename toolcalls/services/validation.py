@@ -110,14 +110,20 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
     return Verdict(spec=spec, approval_reason=spec.approval.reason_for(arguments.value))
 
 
+_UNUSABLE = f"{ROOT}: the tool's schema has a reference that cannot be used; nothing matches"
+
+
 def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
     """Up to :data:`_MAX_SCHEMA_ERRORS` problems of ``arguments`` under the tool's schema. A
-    schema stored before references were checked may hold one that does not resolve: no
-    arguments can match it (what it refers to is never told to the model)."""
+    schema stored before references were checked may hold one that does not resolve, or
+    references that loop (validating would never end): no arguments can match it (what it
+    refers to is never told to the model)."""
+    if not spec.references_usable:
+        return [_UNUSABLE]
     try:
         errors = errors_in_order(spec.validator, dict(arguments))
     except RecursionError:
         return [f"{ROOT}: nested too deeply"]
-    except UNRESOLVABLE:
-        return [f"{ROOT}: the tool's schema has a reference that does not resolve; nothing matches"]
+    except UNRESOLVABLE:  # resolved against another base than the check's (a nested $id)
+        return [_UNUSABLE]
     return [error_text(error) for error in errors[:_MAX_SCHEMA_ERRORS]]
