@@ -179,7 +179,10 @@ def test_handler_timeout_on_a_side_effect_is_unknown_outcome_and_escalates(
         operation = start(demo, replies, tool_names=["slow_write"])
         assert operation.state == S.ESCALATED
         assert operation.calls.get().state == CallState.UNKNOWN_OUTCOME
-        assert operation.terminal_reason.startswith("UNKNOWN_OUTCOME")
+        assert operation.terminal_reason == (
+            f"UNKNOWN_OUTCOME: slow_write ({operation.calls.get().public_id}) timed out (no "
+            "answer within 50 ms), and no reconciler can tell whether it took effect"
+        )
         assert not IdempotencyRecord.objects.filter(state=IdempotencyRecord.State.DONE).exists()
     finally:
         release.set()

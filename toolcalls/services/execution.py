@@ -241,6 +241,14 @@ def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: st
     call_set_advance(step, turn_id=call.turn_id, actor=WORKER)
 
 
+#: How a lost run ended, for the escalation's reason (``settle_lost_call``'s kinds).
+_LOST = {
+    "crash": "ended without an answer",
+    "timeout": "timed out",
+    "lease_expired": "lost its worker",
+}
+
+
 def _outcome_unknown(
     step: Step, call: ToolCall, spec: ToolSpec | None, details: Mapping[str, Any]
 ) -> None:
@@ -250,7 +258,8 @@ def _outcome_unknown(
     else:
         operation_escalate(
             step,
-            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}) {details['outcome']} "
+            reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}) "
+            f"{_LOST.get(details['outcome'], details['outcome'])} ({details['detail']}), "
             "and no reconciler can tell whether it took effect",
             actor=WORKER,
             call=call.public_id,
