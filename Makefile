@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The embedded demo: SQLite in var/, tasks in-process, console on http://127.0.0.1:$(PORT)
-# (`make run PORT=8765` for another port).
+# (`make run PORT=8080` for another port).
 PORT ?= 8000
 run: $(STAMP)
 	@mkdir -p var

@@ -12,7 +12,7 @@ from toolcalls.webhooks.outbox import EVENT_TYPES
 
 class Command(CallgateCommand):
     help = (
-        "Register a webhook endpoint of a tenant and print its signing secret (docs/webhooks.md). "
+        "Register a webhook endpoint of a tenant and print its signing secret (README, Webhooks). "
         f"Event types: {', '.join(sorted(EVENT_TYPES.values()))} (none given: every one)."
     )
 
