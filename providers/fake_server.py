@@ -5,9 +5,12 @@ Scripts are registered under a family and a model name; every request of that fa
 model is answered with the script's next reply (JSON, SSE or an HTTP error, exactly as written),
 after the family's adapter checked the request against the provider's rules (``request_error``,
 through the replay transport) — so a request the real provider would refuse gets that provider's
-400 here too. With ``rewind``, a request that does not continue the conversation the script is in
-(or one past its last reply) starts it again from its first reply: one operation at a time per
-script. Without it, such a request is answered with the provider's 400.
+400 here too. A reply that branches on the results it is sent (``after_results``) answers with
+its ``error`` variant when a result the request sends back is an error, read from the request as
+the family writes it (:mod:`providers.sent_results`). With ``rewind``, a request that does not
+continue the conversation the script is in (or one past its last reply) starts it again from
+its first reply: one operation at a time per script. Without it, such a request is answered
+with the provider's 400.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from providers.base import WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.replay import ReplayTransport
+from providers.sent_results import SENT_RESULTS
 
 _ROUTES = {
     "/v1/responses": "openai_responses",
@@ -114,7 +118,9 @@ class ReplayServer:
                 turn = 0  # not the current conversation's next request: a new one
             script.position = turn + 1
         try:
-            reply = transport.send(request=body, turn=turn, model=model)
+            reply = transport.send(
+                request=body, turn=turn, model=model, results=SENT_RESULTS[family](body)
+            )
         except TransportError as exc:
             return _error(400, str(exc)), False
         if reply.kind != "http_error" and (reply.kind == "stream") != streamed:
