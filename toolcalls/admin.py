@@ -15,9 +15,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from rest_framework import serializers
 
 from providers.families import ADAPTERS
 from toolcalls import registry
@@ -31,6 +33,9 @@ from toolcalls.admin_base import (
     TenantScopedAdminMixin,
     ToolFilter,
 )
+from toolcalls.api.remote import ReviewSerializer, ServerCreateSerializer
+from toolcalls.api.views import MAX_JSON_DEPTH
+from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.errors import CallgateError
 from toolcalls.models import (
     AgentProfile,
@@ -63,13 +68,106 @@ from toolcalls.services.agents import (
     agent_revise,
 )
 from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
+from toolcalls.storage import storable
+from toolcalls.text import plain
 
 #: A call's raw argument text: up to the stream limit (a megabyte), never shown in a list.
 _CALL_RAW_ARGUMENTS = "call__raw_arguments"
 
 
+_TOO_DEEP = f"Nested deeper than {MAX_JSON_DEPTH} levels."
+_JSON_NAMES: dict[type, str] = {dict: "object", list: "array"}
+_UNSTORABLE = "Text may not contain NUL characters or unpaired surrogates."
+
+
+class ExactJsonField(forms.JSONField):
+    """JSON typed into an admin form, read as the API reads a body: I-JSON (a member name given
+    twice is refused, never read as its last value), nested at most ``MAX_JSON_DEPTH`` levels,
+    text the database can store. Only a JSON ``kind`` (``dict`` or ``list``) is taken; blank is
+    an empty one. The text is shown again as typed."""
+
+    def __init__(self, *, kind: type, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def to_python(self, value: Any) -> Any:
+        if value in self.empty_values:
+            return self.kind()
+        parsed = json_read(value)
+        if not isinstance(parsed, self.kind):
+            raise forms.ValidationError(f"Write a JSON {_JSON_NAMES[self.kind]}.")
+        return parsed
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        return None if data is None else InvalidJSONInput(data)
+
+
+def json_read(text: str) -> Any:
+    """The JSON document ``text`` holds, refused (``ValidationError``) as the API refuses a
+    body: not I-JSON, nested too deeply, or holding text the database cannot store."""
+    try:
+        value = exact_json_loads(text)
+    except RecursionError:  # the parser's own limit, far above ours
+        raise forms.ValidationError(_TOO_DEEP) from None
+    except InexactJson as exc:
+        raise forms.ValidationError(f"Not usable exactly as typed: {exc}.") from None
+    except ValueError as exc:
+        raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+    _storable_check(value)
+    return value
+
+
+def _storable_check(value: Any) -> None:
+    """Refuse parsed JSON nested deeper than ``MAX_JSON_DEPTH`` or holding a string (keys
+    included) that :func:`~toolcalls.storage.storable` would change. Iterative, as the depth
+    is the sender's choice."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str) and storable(item) != item:
+            raise forms.ValidationError(_UNSTORABLE)
+        if isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise forms.ValidationError(_TOO_DEEP)
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            stack += [(child, depth + 1) for child in children]
+
+
+def api_field_check(serializer: type[serializers.Serializer], name: str, value: Any) -> Any:
+    """``value`` as field ``name`` of the API's ``serializer`` takes it in a body, or its
+    refusals as a ``ValidationError``: the admin takes what the API takes, by the API's rule."""
+    body = serializer(data={name: value}, partial=True)
+    if not body.is_valid():
+        raise forms.ValidationError(_messages(body.errors.get(name, body.errors)))
+    return body.validated_data[name]
+
+
+def _messages(detail: Any, place: str = "") -> list[str]:
+    """DRF's error detail as flat messages, each after the key or index it is about."""
+    if isinstance(detail, dict):
+        return [m for key, item in detail.items() for m in _messages(item, f"{place}{key}: ")]
+    if isinstance(detail, list):
+        return [m for item in detail for m in _messages(item, place)]
+    return [f"{place}{detail}"]
+
+
+class TenantForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = ("slug", "name", "is_active", "members")
+
+    def clean_name(self) -> str:
+        """A name shown on one line: every character shows, plain spaces aside
+        (:func:`~toolcalls.text.plain`, the rule for API keys' names)."""
+        name: str = self.cleaned_data["name"]
+        if not plain(name):
+            raise forms.ValidationError("A name has only characters that show, and plain spaces.")
+        return name
+
+
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, admin.ModelAdmin):
+    form = TenantForm
     tenant_lookup = "pk"
     list_display = ("slug", "name", "is_active")
     list_filter = ("is_active",)
@@ -102,6 +200,8 @@ class TenantToolForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if self.errors:  # a value the form could not read is no override to check
+            return data
         try:
             overrides_check(
                 tool_name=data.get("tool_name") or self.instance.tool_name,
@@ -322,20 +422,6 @@ class AuditEventAdmin(
 # transaction the admin would open) instead of the model change form.
 
 
-class _JsonField(forms.JSONField):
-    def __init__(self, *, kind: type, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.kind = kind
-
-    def clean(self, value: Any) -> Any:
-        cleaned = super().clean(value)
-        if cleaned in (None, ""):
-            return self.kind()
-        if not isinstance(cleaned, self.kind):
-            raise forms.ValidationError(f"Write a JSON {self.kind.__name__}.")
-        return cleaned
-
-
 class RemoteServerAddForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.order_by("slug"))
     name = forms.CharField(max_length=30, help_text="Prefix of its tools' names (shop → shop__x).")
@@ -344,15 +430,18 @@ class RemoteServerAddForm(forms.Form):
         assume_scheme="https", max_length=500, required=False, help_text="MCP: its endpoint."
     )
     command = forms.CharField(required=False, help_text="MCP over stdio (where allowed).")
-    headers = _JsonField(kind=dict, required=False, help_text='{"Authorization": "…"}')
+    headers = ExactJsonField(kind=dict, required=False, help_text='{"Authorization": "…"}')
     signing_secret = forms.CharField(max_length=100, required=False, help_text="HTTP tools.")
+
+    def clean_headers(self) -> Any:
+        return api_field_check(ServerCreateSerializer, "headers", self.cleaned_data["headers"])
 
 
 class RemoteHttpToolAddForm(forms.Form):
     server = forms.ModelChoiceField(queryset=RemoteServer.objects.filter(kind="http"))
     name = forms.CharField(max_length=128)
     description = forms.CharField(widget=forms.Textarea, required=False)
-    input_schema = _JsonField(kind=dict, help_text="JSON Schema of the arguments object.")
+    input_schema = ExactJsonField(kind=dict, help_text="JSON Schema of the arguments object.")
     url = forms.URLField(assume_scheme="https", max_length=500)
     reconcile_url = forms.URLField(assume_scheme="https", max_length=500, required=False)
 
@@ -363,8 +452,15 @@ class RemoteToolReviewForm(forms.Form):
     timeout_ms = forms.IntegerField(min_value=1)
     approval = forms.ChoiceField(choices=RemoteTool.Approval.choices)
     approval_condition = forms.CharField(max_length=200, required=False)
-    key_context = _JsonField(kind=list, required=False, help_text='["subject_ref"]')
-    key_arguments = _JsonField(kind=list, required=False, help_text='["order_id"]')
+    key_context = ExactJsonField(kind=list, required=False, help_text='["subject_ref"]')
+    key_arguments = ExactJsonField(kind=list, required=False, help_text='["order_id"]')
+
+    def clean_key_context(self) -> Any:
+        return api_field_check(ReviewSerializer, "key_context", self.cleaned_data["key_context"])
+
+    def clean_key_arguments(self) -> Any:
+        value = self.cleaned_data["key_arguments"]
+        return api_field_check(ReviewSerializer, "key_arguments", value)
 
 
 def _form_page(
@@ -506,12 +602,17 @@ class AgentProfileForm(forms.ModelForm):
     family = forms.ChoiceField(choices=[(f, f) for f in sorted(ADAPTERS)])
     model = forms.CharField(max_length=100)
     instructions = forms.CharField(widget=forms.Textarea, required=False, strip=False)
-    settings = forms.JSONField(initial=dict, required=False, help_text="ModelSettings by name.")
-    tools = forms.JSONField(
-        required=False, help_text="Tool names, in order; empty: every tool of the tenant."
+    settings = ExactJsonField(
+        kind=dict, initial=dict, required=False, help_text="ModelSettings by name."
     )
-    budgets = forms.JSONField(initial=dict, required=False, help_text="Guard overrides.")
-    approval_overrides = forms.JSONField(
+    tools = ExactJsonField(
+        kind=list,
+        required=False,
+        help_text="Tool names, in order; empty: every tool of the tenant.",
+    )
+    budgets = ExactJsonField(kind=dict, initial=dict, required=False, help_text="Guard overrides.")
+    approval_overrides = ExactJsonField(
+        kind=dict,
         initial=dict,
         required=False,
         help_text=AgentRevision._meta.get_field("approval_overrides").help_text,

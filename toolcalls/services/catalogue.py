@@ -124,16 +124,19 @@ def _check_overrides(
         _refuse("max_calls", f"max_calls must be between 1 and {limit}")
     if approval not in TenantTool.Approval.values:
         _refuse("approval", 'approval must be "always", "threshold" or empty')
-    if (approval == TenantTool.Approval.THRESHOLD) != (approval_threshold is not None):
+    threshold = approval == TenantTool.Approval.THRESHOLD
+    if not threshold and approval_threshold is not None:
         _refuse("approval_threshold", 'approval_threshold goes with approval "threshold" only')
     terms = spec.approval.threshold
-    if approval == TenantTool.Approval.THRESHOLD and terms is None:
+    if threshold and terms is None:
         _refuse("approval", f"{spec.name}'s approval policy has no threshold to lower")
-    if terms is not None and approval_threshold is not None:
+    if terms is not None and threshold:
         current = terms.limit()
-        if not 0 <= approval_threshold < current:
-            message = f"approval_threshold must be at least 0 and below {current} {terms.unit}"
-            _refuse("approval_threshold", message)
+        rule = f"a whole number at least 0 and below {current} {terms.unit}, the spec's"
+        if approval_threshold is None:
+            _refuse("approval_threshold", f'approval "threshold" needs approval_threshold: {rule}')
+        elif not 0 <= approval_threshold < current:
+            _refuse("approval_threshold", f"approval_threshold must be {rule}")
 
 
 def _refuse(field: str, message: str) -> None:
