@@ -55,11 +55,12 @@ class RemoteTool(models.Model):
 
     As served: ``remote_name``, ``description``, ``input_schema``, ``annotations`` (MCP hints,
     which only pre-fill the review) and ``served_sha256`` (SHA-256 of their canonical JSON; the
-    revision). ``problem`` says why the served revision cannot be enabled (not valid JSON
-    Schema, a name no model may call). The review: ``risk``, ``timeout_ms``, ``approval``
-    (``never``, ``always``, or ``condition``: ``approval_condition`` such as
-    ``amount_cents > 2500``), the idempotency-key form (``key_context``: trusted context fields;
-    ``key_arguments``: argument names) and, for HTTP tools, ``url`` and ``reconcile_url``.
+    revision; an HTTP tool's also covers its ``url`` and ``reconcile_url``). ``problem`` says why
+    the served revision cannot be enabled (not valid JSON Schema, a name no model may call). The
+    review: ``risk``, ``timeout_ms``, ``approval`` (``never``, ``always``, or ``condition``:
+    ``approval_condition`` such as ``amount_cents > 2500``), the idempotency-key form
+    (``key_context``: trusted context fields; ``key_arguments``: argument names) and, for HTTP
+    tools, ``url`` and ``reconcile_url``.
     ``name`` is the model-facing name, unique within the tenant.
     """
 

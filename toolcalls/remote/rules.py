@@ -72,6 +72,8 @@ def _revision(served: ServedTool) -> dict[str, Any]:
 def served_problem(served: ServedTool, *, server_name: str) -> str:
     """Why the served revision cannot be enabled, or ``""``."""
     name = model_name(server_name, served.name)
+    if not served.name:
+        return "the tool has no name: a served tool needs one"
     if not PLAIN_TOOL_NAME.fullmatch(name):
         return f"{name!r} is not a name a model may call: [A-Za-z0-9_-], at most 64 characters"
     try:

@@ -8,6 +8,7 @@ transaction, never inside it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from django.db import transaction
 
 from toolcalls import registry
 from toolcalls.actors import Actor
+from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
 from toolcalls.registry import RISKS
@@ -105,13 +107,22 @@ def _server_form_check(form: ServerForm) -> None:
 
 
 def _list(address: Address) -> list[ServedTool]:
+    """Every tool the MCP server at ``address`` lists. Raises :class:`RemoteError`
+    (``server_unreachable``: it cannot be reached, or its listing cannot be used — an answer
+    that is no listing, or two tools under one name, which no call could tell apart)."""
+    unusable = "the MCP server's tool listing cannot be used"
     try:
-        return mcp_list_tools(address, timeout_s=DISCOVERY_TIMEOUT_S)
+        listing = mcp_list_tools(address, timeout_s=DISCOVERY_TIMEOUT_S)
     except RemoteUnavailable as exc:
         raise RemoteError("server_unreachable", f"the MCP server cannot be used: {exc}") from exc
     except Exception as exc:  # a server that answers nonsense is as unusable as a silent one
-        message = f"the MCP server's tool listing cannot be used: {type(exc).__name__}: {exc}"
+        message = f"{unusable}: {type(exc).__name__}: {exc}"
         raise RemoteError("server_unreachable", message) from exc
+    names = Counter(tool.name for tool in listing)
+    if twice := sorted(name for name, count in names.items() if count > 1):
+        message = f"{unusable}: more than one tool is named {', '.join(map(repr, twice))}"
+        raise RemoteError("server_unreachable", message)
+    return listing
 
 
 def remote_server_discover(*, server_pk: int, actor: Actor) -> list[RemoteTool]:
@@ -158,7 +169,21 @@ def _observe(server: RemoteServer, name: str, served: ServedTool | None, actor: 
             _tool_save(tool, enabled=False, problem=GONE)
             _event(server, tool, RemoteEvent.Kind.TOOL_GONE, actor, {})
         return
-    sha = rules.served_sha256(served)
+    _revision_record(server, tool, name, served, actor, sha=rules.served_sha256(served))
+
+
+def _revision_record(
+    server: RemoteServer,
+    tool: RemoteTool | None,
+    name: str,
+    served: ServedTool,
+    actor: Actor,
+    *,
+    sha: str,
+    urls: Mapping[str, str] | None = None,
+) -> None:
+    """Store ``served`` (revision ``sha``; an HTTP tool's ``urls``) as the served revision of
+    ``tool`` (``None``: a new tool), disabled until enabled, unless it is the stored one."""
     if tool is not None and tool.served_sha256 == sha and tool.problem != GONE:
         return
     kind = RemoteEvent.Kind.TOOL_DISCOVERED if tool is None else RemoteEvent.Kind.TOOL_CHANGED
@@ -168,10 +193,13 @@ def _observe(server: RemoteServer, name: str, served: ServedTool | None, actor: 
     tool.input_schema = dict(served.input_schema)
     tool.annotations = dict(served.annotations)
     tool.served_sha256 = sha
+    for field_name, url in (urls or {}).items():
+        setattr(tool, field_name, url)
     if kind == RemoteEvent.Kind.TOOL_DISCOVERED:
         _prefill(tool)
     _tool_save(tool, enabled=False, problem=rules.served_problem(served, server_name=server.name))
-    _event(server, tool, kind, actor, {"served_sha256": sha, "pinned_sha256": tool.pinned_sha256})
+    details = {"served_sha256": sha, "pinned_sha256": tool.pinned_sha256, **(urls or {})}
+    _event(server, tool, kind, actor, details)
 
 
 def _prefill(tool: RemoteTool) -> None:
@@ -223,7 +251,8 @@ class HttpToolForm:
 
 def remote_http_tool_register(*, server_pk: int, form: HttpToolForm, actor: Actor) -> RemoteTool:
     """Register (or change: a new revision, disabled until enabled again) an HTTP tool of an
-    HTTP server. Raises :class:`RemoteError` (``invalid_server``, ``invalid_tool``)."""
+    HTTP server; its revision covers its URLs too, so another ``url`` or ``reconcile_url`` is a
+    change like any other. Raises :class:`RemoteError` (``invalid_server``, ``invalid_tool``)."""
     served = ServedTool(form.name, form.description, dict(form.input_schema), {})
     with transaction.atomic(durable=True):
         server = RemoteServer.objects.select_for_update().get(pk=server_pk)
@@ -232,11 +261,24 @@ def remote_http_tool_register(*, server_pk: int, form: HttpToolForm, actor: Acto
         problem = rules.served_problem(served, server_name=server.name) or _urls_problem(form)
         if problem:
             raise RemoteError("invalid_tool", problem)
-        _observe(server, form.name, served, actor)
-        tool = server.tools.get(remote_name=form.name)
-        tool.url, tool.reconcile_url = form.url, form.reconcile_url
-        tool.save(update_fields=["url", "reconcile_url", "updated_at"])
-    return tool
+        tool = server.tools.filter(remote_name=form.name).first()
+        if tool is None or not _stored_without_urls(tool, served, form):
+            urls = {"url": form.url, "reconcile_url": form.reconcile_url}
+            sha = _http_sha256(served, urls)
+            _revision_record(server, tool, form.name, served, actor, sha=sha, urls=urls)
+    return server.tools.get(remote_name=form.name)
+
+
+def _http_sha256(served: ServedTool, urls: Mapping[str, str]) -> str:
+    """An HTTP tool's revision: SHA-256 over the served revision's digest and its URLs."""
+    return digest({"served_sha256": rules.served_sha256(served), **urls})
+
+
+def _stored_without_urls(tool: RemoteTool, served: ServedTool, form: HttpToolForm) -> bool:
+    """``tool`` is stored as ``form`` registers it, under a revision registered before HTTP
+    revisions covered the URLs (the served digest alone): it stays as it is."""
+    same_urls = (tool.url, tool.reconcile_url) == (form.url, form.reconcile_url)
+    return same_urls and tool.served_sha256 == rules.served_sha256(served)
 
 
 def _urls_problem(form: HttpToolForm) -> str:

@@ -14,7 +14,8 @@ server:
 - HTTP: ``POST url`` with ``{tool, arguments, call_id, operation_id, tenant_ref, subject_ref}``,
   ``Idempotency-Key`` and ``Callgate-Signature``; a 2xx JSON object is the result data. A lost
   answer is reconciled with ``GET reconcile_url`` when there is one: ``200 {"applied": true,
-  "result": {...}}`` or ``200 {"applied": false}``; anything else cannot tell.
+  "result": {...}}`` (the result an object) or ``200 {"applied": false}``; anything else, an
+  applied answer without a result object included, cannot tell.
 
 Failures before any effect (unreachable, refused, changed) are tool errors; a lost or unusable
 answer raises, which the engine treats as a lost run (retried for read tools, an unknown outcome
@@ -252,6 +253,10 @@ def _http_call(tool: RemoteTool, ctx: ToolContext, arguments: Mapping[str, Any])
 
 
 def _http_reconcile(tool: RemoteTool, ctx: ToolContext, key: str) -> Reconciliation:
+    """The reconcile URL's answer for ``key``: ``200 {"applied": true, "result": {...}}`` →
+    applied with that result, ``200 {"applied": false}`` → not applied, anything else (an
+    applied answer without a result object included) → cannot tell. Raises what
+    :func:`~toolcalls.remote.clients.http_get` raises."""
     server = tool.server
     status, reply = http_get(
         tool.reconcile_url,
@@ -261,7 +266,11 @@ def _http_reconcile(tool: RemoteTool, ctx: ToolContext, key: str) -> Reconciliat
         headers=server.headers,
         timeout_s=_timeout_s(tool),
     )
-    if status != 200 or reply is None or not isinstance(reply.get("applied"), bool):
+    if status != 200 or reply is None:
         return Reconciliation(applied=None)
-    result = reply.get("result")
-    return Reconciliation(applied=reply["applied"], data=result if isinstance(result, dict) else {})
+    applied, result = reply.get("applied"), reply.get("result")
+    if applied is False:
+        return Reconciliation(applied=False)
+    if applied is True and isinstance(result, dict):
+        return Reconciliation(applied=True, data=result)
+    return Reconciliation(applied=None)
