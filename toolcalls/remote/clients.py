@@ -15,10 +15,9 @@ so this is safe in both.
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from urllib3.exceptions import NewConnectionError
 
 from toolcalls.addresses import UrlRefused, url_check
+from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 
 T = TypeVar("T")
@@ -224,9 +224,66 @@ async def _listing(client: Client) -> list[ServedTool]:
 
 
 class _Phase:
-    """Whether the exchange got past the point where a request could take effect."""
+    """Whether the exchange got past the point where a request could take effect, and the
+    error of a response that went past the reply limit (the SDK can turn that error into
+    another, or into an ended event stream)."""
 
     sent = False
+    too_large: RemoteBadReply | None = None
+
+
+class _ReplyLimit(httpx2.AsyncBaseTransport):
+    """The HTTP transport of an MCP session: each response's body is read up to
+    ``CALLGATE_REMOTE_MAX_REPLY_BYTES`` bytes (one event stream as a whole), and reading past
+    that raises :class:`RemoteBadReply`, recorded in ``phase``. Replies are asked for
+    uncompressed and one that comes compressed anyway is refused the same way: the limit
+    counts what is read, and a small compressed body may expand without bound."""
+
+    def __init__(self, phase: _Phase) -> None:
+        self._network = httpx2.AsyncHTTPTransport()
+        self._phase = phase
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = await self._network.handle_async_request(request)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+            await response.aclose()
+            self._phase.too_large = RemoteBadReply("the reply is compressed, not as asked")
+            raise self._phase.too_large
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_LimitedBody(response.stream, self._phase),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._network.aclose()
+
+
+class _LimitedBody(httpx2.AsyncByteStream):
+    """A response body that raises :class:`RemoteBadReply` once more than
+    ``CALLGATE_REMOTE_MAX_REPLY_BYTES`` bytes are read, and records it in ``phase``."""
+
+    def __init__(self, body: httpx2.AsyncByteStream, phase: _Phase) -> None:
+        self._body = body
+        self._phase = phase
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
+        size = 0
+        async for chunk in self._body:
+            size += len(chunk)
+            if size > limit:
+                self._phase.too_large = RemoteBadReply(
+                    f"the reply is over the reply limit: larger than {limit} bytes"
+                )
+                raise self._phase.too_large
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
 
 
 def _mcp(
@@ -239,7 +296,10 @@ def _mcp(
         with anyio.fail_after(timeout_s):
             async with (
                 httpx2.AsyncClient(
-                    headers=dict(address.headers), timeout=timeout_s, follow_redirects=False
+                    headers=dict(address.headers),
+                    timeout=timeout_s,
+                    follow_redirects=False,
+                    transport=_ReplyLimit(phase),
                 ) as http,
                 Client(_transport(address, http), cache=None) as client,
             ):
@@ -257,10 +317,13 @@ def _transport(address: Address, http: httpx2.AsyncClient) -> Any:
 
 def _classified(run: Callable[[], T], phase: _Phase) -> T:
     """Run ``run`` and map what it raises (the SDK wraps transport errors in exception groups)
-    onto the kinds of failure."""
+    onto the kinds of failure; once a response went past the reply limit, whatever the SDK made
+    of that is :class:`RemoteBadReply`."""
     try:
         return run()
     except Exception as exc:
+        if phase.too_large is not None:
+            raise phase.too_large from exc
         leaf = _leaf(exc)
         if isinstance(leaf, RemoteUnavailable | RemoteBadReply | RemoteRefused | RemoteLost):
             raise leaf from exc
@@ -381,9 +444,14 @@ def _refused(exc: requests.ConnectionError) -> bool:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
+    """The reply's JSON object, read exactly (:func:`~toolcalls.binding.exact_json_loads`: a
+    member name given twice, a number beyond what JSON carries exactly, is no usable answer).
+    Raises :class:`RemoteBadReply`."""
     try:
-        value = json.loads(body)
-    except ValueError as exc:
+        value = exact_json_loads(body)
+    except InexactJson as exc:
+        raise RemoteBadReply(f"the reply cannot be read exactly: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
         raise RemoteBadReply("the reply is not JSON") from exc
     if not isinstance(value, dict):
         raise RemoteBadReply("the reply is not a JSON object")
