@@ -1,8 +1,8 @@
 """Remote tools at their edges: an MCP server over stdio (only where settings allow it), a tool
-its server no longer lists, a server that is no MCP server, an MCP result over the reply limit,
-an HTTP tool slower than its timeout, an HTTP tool changed while a call is parked, private
-addresses and addresses with credentials refused, a requester without the risk's permission.
-Real servers on 127.0.0.1 and a real stdio process."""
+its server no longer lists, a server that is no MCP server, an HTTP tool slower than its
+timeout, an HTTP tool changed while a call is parked, private addresses and addresses with
+credentials refused, a requester without the risk's permission. Real servers on 127.0.0.1 and
+a real stdio process (the reply limit: test_mcp_reply_limit.py)."""
 
 from __future__ import annotations
 
@@ -97,20 +97,6 @@ def test_a_server_that_is_no_mcp_server_is_a_clear_error(
         register_mcp(demo.tenant, f"{scripted_http.url}/mcp")
     assert refused.value.code == "server_unreachable"
     assert not RemoteServer.objects.exists()
-
-
-@override_settings(CALLGATE_REMOTE_MAX_REPLY_BYTES=1024)
-def test_an_mcp_result_over_the_reply_limit_is_a_bad_reply_audited(
-    demo: Any, scripted_mcp: ScriptedMcp
-) -> None:
-    scripted_mcp.script([mcp_tool("lookup")], {"lookup": {"structured": {"a": "x" * 2048}}})
-    enable(register_mcp(demo.tenant, scripted_mcp.url), "lookup")
-    operation = run(demo, "shop__lookup", {"order_id": "ORD-1"})
-    failed = operation.calls.get()
-    assert (failed.state, failed.error_code, failed.attempt) == (CallState.FAILED, "TOOL_FAILED", 3)
-    details = [event.details for event in failed.events.filter(to_state="PROPOSED")]
-    assert len(details) == 3
-    assert all("over the reply limit" in detail["detail"] for detail in details[1:])
 
 
 def slow(seconds: float) -> Any:
