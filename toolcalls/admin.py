@@ -34,7 +34,6 @@ from toolcalls.admin_base import (
     ToolFilter,
 )
 from toolcalls.api.remote import ReviewSerializer, ServerCreateSerializer
-from toolcalls.api.views import MAX_JSON_DEPTH
 from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.errors import CallgateError
 from toolcalls.models import (
@@ -68,7 +67,7 @@ from toolcalls.services.agents import (
     agent_revise,
 )
 from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
-from toolcalls.storage import storable
+from toolcalls.storage import MAX_JSON_DEPTH, TooDeep, json_strings, unstorable
 from toolcalls.text import plain
 
 #: A call's raw argument text: up to the stream limit (a megabyte), never shown in a list.
@@ -113,24 +112,13 @@ def json_read(text: str) -> Any:
         raise forms.ValidationError(f"Not usable exactly as typed: {exc}.") from None
     except ValueError as exc:
         raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-    _storable_check(value)
+    try:
+        strings = json_strings(value)
+    except TooDeep:
+        raise forms.ValidationError(_TOO_DEEP) from None
+    if any(unstorable(text) for _place, text in strings):
+        raise forms.ValidationError(_UNSTORABLE)
     return value
-
-
-def _storable_check(value: Any) -> None:
-    """Refuse parsed JSON nested deeper than ``MAX_JSON_DEPTH`` or holding a string (keys
-    included) that :func:`~toolcalls.storage.storable` would change. Iterative, as the depth
-    is the sender's choice."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str) and storable(item) != item:
-            raise forms.ValidationError(_UNSTORABLE)
-        if isinstance(item, dict | list):
-            if depth >= MAX_JSON_DEPTH:
-                raise forms.ValidationError(_TOO_DEEP)
-            children = [*item, *item.values()] if isinstance(item, dict) else item
-            stack += [(child, depth + 1) for child in children]
 
 
 def api_field_check(serializer: type[serializers.Serializer], name: str, value: Any) -> Any:

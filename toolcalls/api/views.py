@@ -75,6 +75,7 @@ from toolcalls.services.operations import (
     operation_start,
 )
 from toolcalls.states import AuditKind, OperationState
+from toolcalls.storage import MAX_JSON_DEPTH, TooDeep, json_strings, unstorable
 
 READ, WRITE, AUDIT = "operations:read", "operations:write", "audit:read"
 TOOLS_MANAGE = "tools:manage"
@@ -207,13 +208,6 @@ class ApiView(StrictView):
         return get_object_or_404(self.operations(), public_id=public_id)
 
 
-#: What PostgreSQL cannot hold in text or jsonb: NUL, and surrogates (JSON's "\ud800" escape).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-#: Deepest JSON body accepted (provider replies nest about a dozen levels); validating and
-#: canonicalizing recurse, so a deeper one would end in RecursionError, a 500.
-MAX_JSON_DEPTH = 64
-
-
 def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
     """400 for a body nested too deeply, and for any ID, query parameter, ``Idempotency-Key``
     or body string (keys included) the database could not compare or store: each would fail
@@ -231,34 +225,15 @@ def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
     }
     message = "Text may not contain NUL characters or unpaired surrogates."
     for place, values in places.items():
-        if any(_UNSTORABLE.search(value) for value in values if isinstance(value, str)):
+        if any(unstorable(value) for value in values if isinstance(value, str)):
             raise ApiError(400, "invalid_request", message, {place: [message]})
-    for field, value in _strings(body):
-        if _UNSTORABLE.search(value):
+    try:
+        strings = json_strings(body, top=BODY)
+    except TooDeep:
+        raise _too_deep() from None
+    for field, value in strings:
+        if unstorable(value):
             raise ApiError(400, "invalid_request", message, {field: [message]})
-
-
-def _strings(body: Any) -> list[tuple[str, str]]:
-    """Every string in parsed JSON, keys included, with its place: the dotted path of a value,
-    that of the object holding a member name (``body`` for the top level); 400 past
-    :data:`MAX_JSON_DEPTH` levels. Iterative, as the depth is the client's choice."""
-    found: list[tuple[str, str]] = []
-    stack: list[tuple[Any, str, int]] = [(body, "", 0)]
-    while stack:
-        item, path, depth = stack.pop()
-        if isinstance(item, str):
-            found.append((path or BODY, item))
-            continue
-        if not isinstance(item, dict | list):
-            continue
-        if depth >= MAX_JSON_DEPTH:
-            raise _too_deep()
-        pairs = item.items() if isinstance(item, dict) else enumerate(item)
-        for key, child in pairs:
-            if isinstance(key, str):
-                found.append((path or BODY, key))
-            stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
-    return found
 
 
 def _too_deep() -> ApiError:
