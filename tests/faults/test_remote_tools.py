@@ -19,11 +19,11 @@ from django.core.management import CommandError, call_command
 from tests.remote.conftest import ServerProcess, manage
 from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry
-from toolcalls.demo.remote import demo_remote_register, served_names
+from toolcalls.demo.remote import demo_remote_register, demo_review, served_names
 from toolcalls.demo.services import demo_seed
 from toolcalls.models import Operation
 from toolcalls.remote.models import RemoteTool
-from toolcalls.remote.services import HttpToolForm, remote_http_tool_register
+from toolcalls.remote.services import HttpToolForm, remote_http_tool_register, remote_tool_enable
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [
@@ -60,7 +60,8 @@ def _refund(kind: str) -> Operation:
 
 
 def _register_http(tools: ServerProcess, reconciler: ServerProcess) -> None:
-    """The demo's HTTP tools on ``tools``, reconciled by ``reconciler`` (the same ledger)."""
+    """The demo's HTTP tools on ``tools``, reconciled by ``reconciler`` (the same ledger): a new
+    reconcile URL is a new revision, enabled again with the demo's review."""
     demo_seed()
     server = demo_remote_register(kind="http", url=f"http://127.0.0.1:{tools.port}")
     for tool in RemoteTool.objects.filter(server=server):
@@ -72,6 +73,8 @@ def _register_http(tools: ServerProcess, reconciler: ServerProcess) -> None:
             reconcile_url=f"http://127.0.0.1:{reconciler.port}/reconcile/{tool.remote_name}",
         )
         remote_http_tool_register(server_pk=server.pk, form=form, actor=Actor.system("test"))
+        review = demo_review(tool.remote_name)
+        remote_tool_enable(tool_pk=tool.pk, review=review, actor=Actor.system("test"))
 
 
 def _submit(operation: Operation, kind: str) -> Any:

@@ -125,7 +125,7 @@ def _context(context: Mapping[str, Any]) -> ToolContext:
     )
 
 
-def _review(name: str) -> Review:
+def demo_review(name: str) -> Review:
     """The demo's review of each tool: what the in-process registration says."""
     spec = _spec(name)
     keys = {
@@ -171,5 +171,5 @@ def demo_remote_register(*, kind: str, url: str) -> RemoteServer:
         )
         remote_http_tool_register(server_pk=server.pk, form=form_http, actor=DEMO_ACTOR)
     for row in RemoteTool.objects.filter(server=server):
-        remote_tool_enable(tool_pk=row.pk, review=_review(row.remote_name), actor=DEMO_ACTOR)
+        remote_tool_enable(tool_pk=row.pk, review=demo_review(row.remote_name), actor=DEMO_ACTOR)
     return server
