@@ -10,14 +10,8 @@ from django import forms
 
 from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.states import ApprovalState
-from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.registry import RISKS
-
-#: Deepest edited arguments accepted, as the API accepts in a body: tool arguments nest a few
-#: levels, and validating and canonicalizing recurse, so a deeper value would end in
-#: RecursionError (a 500) instead of a message.
-MAX_ARGUMENT_DEPTH = 64
-_TOO_DEEP = f"The arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
+from toolcalls.typed_json import typed_json
 
 
 class DecisionForm(forms.Form):
@@ -43,39 +37,15 @@ class DecisionForm(forms.Form):
             self.fields["arguments"].initial = arguments
 
     def clean_arguments(self) -> Any:
-        """The edited arguments as a JSON object, or ``None`` when left as proposed; I-JSON as
-        the API takes a body (:func:`~toolcalls.binding.exact_json_loads`: a member name typed
-        twice is refused, never read as its last value)."""
+        """The edited arguments as a JSON object, or ``None`` when left as proposed; read as the
+        API reads a body (:func:`~toolcalls.typed_json.typed_json`)."""
         text = self.cleaned_data.get("arguments", "")
         if not text.strip():
             return None
-        try:
-            value = exact_json_loads(text)
-        except RecursionError:  # the parser's own limit, far above ours
-            raise forms.ValidationError(_TOO_DEEP) from None
-        except InexactJson as exc:
-            raise forms.ValidationError(f"Not usable exactly as typed: {exc}.") from None
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        value = typed_json(text)
         if not isinstance(value, dict):
             raise forms.ValidationError("The arguments must be one JSON object.")
-        if _nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
-            raise forms.ValidationError(_TOO_DEEP)
         return None if value == json.loads(self.original or "null") else value
-
-
-def _nested_deeper_than(value: Any, limit: int) -> bool:
-    """Whether parsed JSON holds more than ``limit`` nested objects and arrays. Iterative, as
-    the depth is the client's choice."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack += [(child, depth + 1) for child in children]
-    return False
 
 
 class QueueFilterForm(forms.Form):

@@ -17,6 +17,7 @@ from tests.test_admin import superuser, url
 from toolcalls.admin import ExactJsonField
 from toolcalls.models import AgentProfile, Tenant, TenantTool
 from toolcalls.remote.models import RemoteServer, RemoteTool
+from toolcalls.typed_json import TOO_DEEP, UNSTORABLE
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the remote services open durable blocks
 __all__ = ["superuser"]  # the fixture, used by name
@@ -24,8 +25,6 @@ __all__ = ["superuser"]  # the fixture, used by name
 DEEP_ARRAY = "[" * 5000 + "]" * 5000
 DEEP_OBJECT = '{"a":' * 5000 + "1" + "}" * 5000
 LONE_SURROGATE = '{"type": "object", "description": "\\ud800"}'
-TOO_DEEP = "Nested deeper than 64 levels."
-UNSTORABLE = "Text may not contain NUL characters or unpaired surrogates."
 
 
 @pytest.fixture

@@ -34,7 +34,6 @@ from toolcalls.admin_base import (
     ToolFilter,
 )
 from toolcalls.api.remote import ReviewSerializer, ServerCreateSerializer
-from toolcalls.binding import InexactJson, exact_json_loads
 from toolcalls.errors import CallgateError
 from toolcalls.models import (
     AgentProfile,
@@ -67,23 +66,19 @@ from toolcalls.services.agents import (
     agent_revise,
 )
 from toolcalls.services.catalogue import CatalogueError, overrides_check, tenant_tool_set
-from toolcalls.storage import MAX_JSON_DEPTH, TooDeep, json_strings, unstorable
 from toolcalls.text import plain
+from toolcalls.typed_json import typed_json
 
 #: A call's raw argument text: up to the stream limit (a megabyte), never shown in a list.
 _CALL_RAW_ARGUMENTS = "call__raw_arguments"
 
-
-_TOO_DEEP = f"Nested deeper than {MAX_JSON_DEPTH} levels."
 _JSON_NAMES: dict[type, str] = {dict: "object", list: "array"}
-_UNSTORABLE = "Text may not contain NUL characters or unpaired surrogates."
 
 
 class ExactJsonField(forms.JSONField):
-    """JSON typed into an admin form, read as the API reads a body: I-JSON (a member name given
-    twice is refused, never read as its last value), nested at most ``MAX_JSON_DEPTH`` levels,
-    text the database can store. Only a JSON ``kind`` (``dict`` or ``list``) is taken; blank is
-    an empty one. The text is shown again as typed."""
+    """JSON typed into an admin form, read as the API reads a body
+    (:func:`~toolcalls.typed_json.typed_json`). Only a JSON ``kind`` (``dict`` or ``list``) is
+    taken; blank is an empty one. The text is shown again as typed."""
 
     def __init__(self, *, kind: type, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -92,33 +87,13 @@ class ExactJsonField(forms.JSONField):
     def to_python(self, value: Any) -> Any:
         if value in self.empty_values:
             return self.kind()
-        parsed = json_read(value)
+        parsed = typed_json(value)
         if not isinstance(parsed, self.kind):
             raise forms.ValidationError(f"Write a JSON {_JSON_NAMES[self.kind]}.")
         return parsed
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         return None if data is None else InvalidJSONInput(data)
-
-
-def json_read(text: str) -> Any:
-    """The JSON document ``text`` holds, refused (``ValidationError``) as the API refuses a
-    body: not I-JSON, nested too deeply, or holding text the database cannot store."""
-    try:
-        value = exact_json_loads(text)
-    except RecursionError:  # the parser's own limit, far above ours
-        raise forms.ValidationError(_TOO_DEEP) from None
-    except InexactJson as exc:
-        raise forms.ValidationError(f"Not usable exactly as typed: {exc}.") from None
-    except ValueError as exc:
-        raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-    try:
-        strings = json_strings(value)
-    except TooDeep:
-        raise forms.ValidationError(_TOO_DEEP) from None
-    if any(unstorable(text) for _place, text in strings):
-        raise forms.ValidationError(_UNSTORABLE)
-    return value
 
 
 def api_field_check(serializer: type[serializers.Serializer], name: str, value: Any) -> Any:

@@ -13,6 +13,7 @@ from tests.engine import bundled_replies, start
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import Operation
 from toolcalls.states import CallState, OperationState
+from toolcalls.typed_json import TOO_DEEP
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -48,7 +49,7 @@ def test_deeply_nested_edited_arguments_are_refused_with_a_message(parked, depth
     arguments = f'{{"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": {nested}}}'
     response = _client("operator").post(url, {"arguments": arguments})
     assert response.status_code == 200
-    assert b"nested deeper than" in response.content
+    assert TOO_DEEP.encode() in response.content
     _unchanged(parked)
 
 
