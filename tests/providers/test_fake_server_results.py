@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,6 @@ from toolcalls.envelopes import ErrorCode
 
 SCENARIOS = Path(envelopes.__file__).parent / "demo" / "scenarios"
 REFUNDS = sorted(SCENARIOS.glob("*/refund_approve*.json"))
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ReplayServer]:
-    replay = ReplayServer()
-    replay.start()
-    yield replay
-    replay.stop()
 
 
 def _results(
@@ -84,7 +76,7 @@ def _scripted_text(adapter: ProviderAdapter, branch: dict[str, Any]) -> str | No
 
 @pytest.mark.parametrize("path", REFUNDS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_a_branching_reply_answers_the_variant_of_the_latest_results(
-    server: ReplayServer, path: Path
+    replay_server: ReplayServer, path: Path
 ) -> None:
     scenario = json.loads(path.read_text())
     adapter = ADAPTERS[scenario["family"]]
@@ -93,6 +85,6 @@ def test_a_branching_reply_answers_the_variant_of_the_latest_results(
     assert ok and error and ok != error
     last = len(scenario["replies"]) - 2  # the turn whose results the branching reply answers
     earlier = range(last)
-    assert _final_text(server, scenario, failed=[last]) == error  # the submit was denied
-    assert _final_text(server, scenario, failed=[]) == ok
-    assert _final_text(server, scenario, failed=earlier) == ok  # older errors do not count
+    assert _final_text(replay_server, scenario, failed=[last]) == error  # the submit was denied
+    assert _final_text(replay_server, scenario, failed=[]) == ok
+    assert _final_text(replay_server, scenario, failed=earlier) == ok  # older errors do not count

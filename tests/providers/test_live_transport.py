@@ -4,7 +4,6 @@ the live transport must hand the adapter the same reply the fixture holds."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 
 from providers.base import ModelSettings
 from providers.errors import TransportError
-from providers.fake_server import ReplayServer
+from providers.fake_server import Received, ReplayServer
 from providers.families import ADAPTERS
 from providers.live import LiveSettings, live_transport
 from tests.conftest import FIXTURES
@@ -22,12 +21,14 @@ from tests.providers.settings_cases import MAPPED, request_body
 CASES = sorted((FIXTURES / "providers").rglob("*.json"))
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ReplayServer]:
-    replay = ReplayServer()
-    replay.start()
-    yield replay
-    replay.stop()
+def _received(server: ReplayServer, model: str) -> Received:
+    """The latest request for ``model`` (in the body, or in the path for Gemini): the server is
+    the session's, shared with other tests."""
+    return next(
+        request
+        for request in reversed(server.received)
+        if model in request.path or request.body.get("model") == model
+    )
 
 
 def _transport(server: ReplayServer, family: str, *, stream: bool):  # type: ignore[no-untyped-def]
@@ -37,23 +38,23 @@ def _transport(server: ReplayServer, family: str, *, stream: bool):  # type: ign
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_fixture_round_trip_through_the_sdk(server: ReplayServer, path: Path) -> None:
+def test_fixture_round_trip_through_the_sdk(replay_server: ReplayServer, path: Path) -> None:
     case = read_case(path)
     family = case["family"]
     model = f"model-{uuid.uuid4().hex[:12]}"
-    server.script(model=model, family=family, replies=[case])
+    replay_server.script(model=model, family=family, replies=[case])
     adapter = ADAPTERS[family]
     body = adapter.build_request(
         model=model, conversation=adapter.start_conversation(user_input="hi"), tools=[]
     )
     seen: list[object] = []
-    reply = _transport(server, family, stream=case["kind"] == "stream").send(
+    reply = _transport(replay_server, family, stream=case["kind"] == "stream").send(
         request=body, turn=0, model=model, on_event=seen.append
     )
     check(adapter.parse_reply(reply), adapter.parse_reply(reply), case["expect"])
     if case["kind"] == "stream":
         assert seen == case["events"]  # every event reached the progress hook, in order
-    request = server.received[-1]
+    request = _received(replay_server, model)
     assert request.streamed is (case["kind"] == "stream")
     assert request.headers.get(
         "authorization", request.headers.get("x-api-key", request.headers.get("x-goog-api-key"))
@@ -73,7 +74,7 @@ def _first_case(family: str, kind: str) -> dict[str, Any]:
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize(("family", "settings", "fields"), MAPPED, ids=lambda v: str(v)[:40])
 def test_instructions_and_settings_reach_the_provider_unchanged(
-    server: ReplayServer,
+    replay_server: ReplayServer,
     family: str,
     settings: dict[str, Any],
     fields: dict[str, Any],
@@ -83,15 +84,15 @@ def test_instructions_and_settings_reach_the_provider_unchanged(
     instructions and the earlier messages, nothing renamed or dropped (streaming adds only the
     transport's own ``stream`` fields)."""
     model = f"model-{uuid.uuid4().hex[:12]}"
-    server.script(
+    replay_server.script(
         model=model,
         family=family,
         replies=[_first_case(family, "stream" if stream else "response")],
     )
     body = request_body(family, ModelSettings(**settings), model=model)
-    reply = _transport(server, family, stream=stream).send(request=body, turn=0, model=model)
+    reply = _transport(replay_server, family, stream=stream).send(request=body, turn=0, model=model)
     assert reply.http_status == 200, reply.body
-    received = dict(server.received[-1].body)
+    received = dict(_received(replay_server, model).body)
     if stream:
         assert received.pop("stream", True) is True
         received.pop("stream_options", None)
