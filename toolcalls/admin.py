@@ -19,7 +19,6 @@ from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from rest_framework import serializers
 
 from providers.families import ADAPTERS
 from toolcalls import registry
@@ -33,7 +32,6 @@ from toolcalls.admin_base import (
     TenantScopedAdminMixin,
     ToolFilter,
 )
-from toolcalls.api.remote import ReviewSerializer, ServerCreateSerializer
 from toolcalls.errors import CallgateError
 from toolcalls.models import (
     AgentProfile,
@@ -94,24 +92,6 @@ class ExactJsonField(forms.JSONField):
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         return None if data is None else InvalidJSONInput(data)
-
-
-def api_field_check(serializer: type[serializers.Serializer], name: str, value: Any) -> Any:
-    """``value`` as field ``name`` of the API's ``serializer`` takes it in a body, or its
-    refusals as a ``ValidationError``: the admin takes what the API takes, by the API's rule."""
-    body = serializer(data={name: value}, partial=True)
-    if not body.is_valid():
-        raise forms.ValidationError(_messages(body.errors.get(name, body.errors)))
-    return body.validated_data[name]
-
-
-def _messages(detail: Any, place: str = "") -> list[str]:
-    """DRF's error detail as flat messages, each after the key or index it is about."""
-    if isinstance(detail, dict):
-        return [m for key, item in detail.items() for m in _messages(item, f"{place}{key}: ")]
-    if isinstance(detail, list):
-        return [m for item in detail for m in _messages(item, place)]
-    return [f"{place}{detail}"]
 
 
 class TenantForm(forms.ModelForm):
@@ -396,9 +376,6 @@ class RemoteServerAddForm(forms.Form):
     headers = ExactJsonField(kind=dict, required=False, help_text='{"Authorization": "…"}')
     signing_secret = forms.CharField(max_length=100, required=False, help_text="HTTP tools.")
 
-    def clean_headers(self) -> Any:
-        return api_field_check(ServerCreateSerializer, "headers", self.cleaned_data["headers"])
-
 
 class RemoteHttpToolAddForm(forms.Form):
     server = forms.ModelChoiceField(queryset=RemoteServer.objects.filter(kind="http"))
@@ -417,13 +394,6 @@ class RemoteToolReviewForm(forms.Form):
     approval_condition = forms.CharField(max_length=200, required=False)
     key_context = ExactJsonField(kind=list, required=False, help_text='["subject_ref"]')
     key_arguments = ExactJsonField(kind=list, required=False, help_text='["order_id"]')
-
-    def clean_key_context(self) -> Any:
-        return api_field_check(ReviewSerializer, "key_context", self.cleaned_data["key_context"])
-
-    def clean_key_arguments(self) -> Any:
-        value = self.cleaned_data["key_arguments"]
-        return api_field_check(ReviewSerializer, "key_arguments", value)
 
 
 def _form_page(

@@ -127,6 +127,8 @@ def test_a_private_address_is_refused(demo: Any) -> None:
         ({"risk": "dangerous"}, "risk must be one of"),
         ({"timeout_ms": 0}, "timeout_ms must be between"),
         ({"key_context": ["password"]}, "key_context fields"),
+        ({"key_context": [["subject_ref"]]}, "key_context is a list of names, each a string"),
+        ({"risk": "write", "key_arguments": ["order_id"] * 2}, "names order_id more than once"),
     ],
 )
 def test_a_review_is_checked(

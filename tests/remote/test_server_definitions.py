@@ -23,6 +23,7 @@ from tests.remote.test_remote_tools import (
     register_mcp,
     run,
 )
+from toolcalls.remote.clients import MAX_HEADER_VALUE
 from toolcalls.remote.models import RemoteServer
 from toolcalls.remote.services import (
     RemoteError,
@@ -56,6 +57,15 @@ BAD_HEADERS = [
     pytest.param({"Mcp-Session-Id": "s"}, "Mcp-Session-Id", id="Mcp-Session-Id"),
     pytest.param({"X-Key": "a", "x-key": "b"}, "x-key", id="a name given twice"),
 ]
+
+
+def test_a_header_value_past_the_limit_is_refused_by_the_service(demo: Any) -> None:
+    """The API's field refuses it first (``invalid_request``); the admin reaches the service."""
+    form = ServerForm(name="shop-l", kind="http", headers={"X-A": "v" * (MAX_HEADER_VALUE + 1)})
+    with pytest.raises(RemoteError, match="'X-A' is longer than 2000") as refused:
+        remote_server_register(tenant=demo.tenant, form=form, actor=ADMIN)
+    assert refused.value.code == "invalid_server"
+    assert not RemoteServer.objects.exists()
 
 
 @pytest.mark.parametrize(("headers", "name"), BAD_HEADERS)

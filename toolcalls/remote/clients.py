@@ -99,10 +99,15 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 
+#: Longest header value a server may be given (characters): tokens and credentials fit.
+MAX_HEADER_VALUE = 2000
+
+
 def headers_problem(headers: Mapping[str, str]) -> str:
     """Why ``headers`` cannot be sent with a server's requests, or ``""``. Each name is a token
     (RFC 9110 §5.1), none of :data:`RESERVED_HEADERS`, no two the same ignoring case; each value
-    is visible US-ASCII, spaces and tabs, neither starting nor ending with a space or tab. The
+    is at most :data:`MAX_HEADER_VALUE` characters of visible US-ASCII, spaces and tabs, neither
+    starting nor ending with a space or tab. The
     problem names the header, never its value (a secret)."""
     seen: set[str] = set()
     for name, value in headers.items():
@@ -122,6 +127,8 @@ def _header_problem(name: object, value: object, seen: set[str]) -> str:
         return f"the header {name!r} is set by Callgate or its transport; it cannot be given"
     if name.lower() in seen:
         return f"the header {name!r} is given twice (header names ignore case)"
+    if len(value) > MAX_HEADER_VALUE:
+        return f"the value of the header {name!r} is longer than {MAX_HEADER_VALUE} characters"
     if not _HEADER_VALUE.fullmatch(value) or value != value.strip(" \t"):
         return (
             f"the value of the header {name!r} must be visible ASCII characters, spaces and "

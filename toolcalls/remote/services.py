@@ -344,6 +344,8 @@ def _review_check(tool: RemoteTool, review: Review) -> None:
         problem = f"approval must be one of {RemoteTool.Approval.values}"
     elif review.approval == RemoteTool.Approval.CONDITION:
         problem = _condition_problem(review.approval_condition, properties)
+    problem = problem or _names_problem("key_context", review.key_context)
+    problem = problem or _names_problem("key_arguments", review.key_arguments)
     if not problem and not set(review.key_context) <= set(rules.KEY_CONTEXT_FIELDS):
         problem = f"key_context fields are among {list(rules.KEY_CONTEXT_FIELDS)}"
     if not problem and not set(review.key_arguments) <= set(properties):
@@ -352,6 +354,15 @@ def _review_check(tool: RemoteTool, review: Review) -> None:
         problem = "a side-effecting tool needs key_arguments naming the intent's arguments"
     if problem:
         raise RemoteError("invalid_review", problem)
+
+
+def _names_problem(field: str, names: Sequence[object]) -> str:
+    """Why ``names`` is no list of distinct names, or ``""``: a name given twice is a mistake,
+    not a wish for it twice."""
+    if not all(isinstance(name, str) for name in names):
+        return f"{field} is a list of names, each a string"
+    repeated = sorted(str(name) for name, count in Counter(names).items() if count > 1)
+    return f"{field} names {', '.join(repeated)} more than once" if repeated else ""
 
 
 def _condition_problem(condition: str, properties: Mapping[str, Any]) -> str:
