@@ -14,6 +14,7 @@ _IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # IPv6 forms carrying an IPv4 address in their last 32 bits that ``ipaddress`` does not decode.
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # RFC 4291 section 2.5.5.1, deprecated
 _NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 section 2.1
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # RFC 2765 section 2.1 (SIIT)
 # Local-use NAT64 (RFC 8215): its prefix length, so where the IPv4 address sits, is the
 # operator's choice; the IANA IPv6 special-purpose registry lists it as not globally reachable.
 _NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
@@ -90,9 +91,9 @@ def _is_public(address: _IPAddress) -> bool:
 
 def _carried_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address ``address`` carries, if any: 6to4 (RFC 3056), NAT64 well-known prefix
-    (RFC 6052) or IPv4-compatible (RFC 4291)."""
+    (RFC 6052), IPv4-compatible (RFC 4291) or IPv4-translated (RFC 2765)."""
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in _NAT64_WELL_KNOWN or address in _IPV4_COMPATIBLE:
+    if any(address in form for form in (_NAT64_WELL_KNOWN, _IPV4_COMPATIBLE, _IPV4_TRANSLATED)):
         return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
     return None

@@ -31,7 +31,11 @@ def sixtofour(v4: str) -> str:  # RFC 3056: 2002:V4ADDR::/48
     return str(ipaddress.IPv6Address((0x2002 << 112) | (int(ipaddress.IPv4Address(v4)) << 80)))
 
 
-FORMS = [mapped, compatible, nat64, sixtofour]
+def translated(v4: str) -> str:  # RFC 2765 section 2.1: ::ffff:0:0:0/96
+    return str(ipaddress.IPv6Address(f"::ffff:0:{v4}"))
+
+
+FORMS = [mapped, compatible, nat64, sixtofour, translated]
 NOT_PUBLIC = [LOOPBACK, PRIVATE, LINK_LOCAL]
 # Teredo (2001::/32, RFC 4380; server 65.54.227.120, client 192.0.2.45) and local-use NAT64
 # (64:ff9b:1::/48, RFC 8215) are not globally reachable, whatever they carry.
