@@ -1,5 +1,6 @@
 """An MCP server for tests, driven by a JSON file read on every request:
-``{"tools": [<MCP tool>...], "calls": {"<name>": {"sleep_s", "is_error", "structured", "text"}}}``.
+``{"tools": [<MCP tool>...], "calls": {"<name>": {"sleep_s", "is_error", "structured", "text",
+"refuse"}}}`` (``refuse``: answer the call with a JSON-RPC error of that message).
 
 Run: ``python tests/remote/mcp_fixture_server.py PORT FILE`` (streamable HTTP on 127.0.0.1:PORT)
 or ``python tests/remote/mcp_fixture_server.py stdio FILE`` (over stdio). A test rewrites the
@@ -19,6 +20,7 @@ import mcp_types
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 
 def _script() -> dict[str, Any]:
@@ -34,6 +36,8 @@ async def _list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
 async def _call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
     answer = _script().get("calls", {}).get(params.name, {})
     await anyio.sleep(answer.get("sleep_s", 0))
+    if "refuse" in answer:
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=answer["refuse"])
     structured = answer.get("structured")
     if structured == "echo":
         structured = {"arguments": params.arguments, "meta": dict(params.meta or {})}

@@ -64,6 +64,17 @@ def test_an_mcp_server_over_stdio_is_registered_and_called_where_allowed(
     assert sent["meta"]["callgate"]["idempotency_key"] == paid.idempotency_key
 
 
+@override_settings(CALLGATE_REMOTE_ALLOW_STDIO=True)
+def test_a_json_rpc_error_from_a_server_over_stdio_is_a_refusal(
+    demo: Any, scripted_mcp: ScriptedMcp
+) -> None:
+    scripted_mcp.script([mcp_tool("pay")], {"pay": {"refuse": "order_id is unknown here"}})
+    enable(register_stdio(demo, scripted_mcp), "pay", risk="write", timeout_ms=30_000)
+    refused = run(demo, "local__pay", {"order_id": "ORD-1001"}).calls.get()
+    assert (refused.state, refused.error_code) == (CallState.FAILED, "TOOL_REFUSED")
+    assert "order_id is unknown here" in (refused.model_result or {})["error"]["message"]
+
+
 def test_an_mcp_server_over_stdio_is_refused_where_not_allowed(
     demo: Any, scripted_mcp: ScriptedMcp
 ) -> None:

@@ -15,11 +15,14 @@ so this is safe in both.
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -30,6 +33,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 from urllib3.exceptions import NewConnectionError
 
 from toolcalls.addresses import UrlRefused, url_check
@@ -192,8 +196,9 @@ def mcp_call_tool(
     ``_meta``). Returns (the tool as served, the result or ``None`` when not called);
     ``proceed`` runs inside the session's event loop, so it must not touch the database.
     Raises :class:`RemoteUnavailable` before the call is sent, :class:`RemoteRefused` (a
-    JSON-RPC error: the server ran nothing), :class:`RemoteLost` once it may have been sent
-    (including a timeout: the whole exchange gets ``timeout_s`` seconds),
+    JSON-RPC error the server sent: it ran nothing), :class:`RemoteLost` once it may have been
+    sent (a timeout included: the whole exchange gets ``timeout_s`` seconds; an answer that is
+    no JSON-RPC message, or an error status without one),
     :class:`RemoteBadReply`."""
 
     async def exchange(
@@ -231,12 +236,52 @@ async def _listing(client: Client) -> list[ServedTool]:
 
 
 class _Phase:
-    """Whether the exchange got past the point where a request could take effect, and the
-    error of a response that went past the reply limit (the SDK can turn that error into
-    another, or into an ended event stream)."""
+    """Whether the exchange got past the point where a request could take effect, the error
+    of a response that went past the reply limit (the SDK can turn that error into another, or
+    into an ended event stream), and, over HTTP, the answer to the ``tools/call`` request as it
+    came: its content type and body (``call_answer``)."""
 
     sent = False
     too_large: RemoteBadReply | None = None
+    over_http = True
+    call_answer: tuple[str, bytearray] | None = None
+
+    def server_refused(self) -> bool:
+        """Whether the server itself answered the call with a JSON-RPC error (nothing ran).
+        Over HTTP the SDK also raises such an error for an answer it could not read (an error
+        status without a JSON-RPC body, a body not JSON-RPC, another content type, an event
+        stream that ended first): after the call went out, that answer's outcome is unknown.
+        Over stdio every such error is the server's."""
+        if not self.over_http:
+            return True
+        if self.call_answer is None:
+            return False
+        content_type, kept = self.call_answer
+        body = bytes(kept)
+        if content_type.startswith("text/event-stream"):
+            messages = [line[5:] for line in body.splitlines() if line.startswith(b"data:")]
+        else:
+            messages = [body] if content_type.startswith("application/json") else []
+        return any(_jsonrpc_error(message) for message in messages)
+
+
+def _jsonrpc_error(message: bytes) -> bool:
+    try:
+        parsed = mcp_types.jsonrpc_message_adapter.validate_json(message, by_name=False)
+    except ValidationError:
+        return False
+    return isinstance(parsed, mcp_types.JSONRPCError)
+
+
+def _tool_call(request: httpx2.Request) -> bool:
+    """Whether ``request`` carries a JSON-RPC ``tools/call`` (the SDK sends one per POST)."""
+    if request.method != "POST":
+        return False
+    try:
+        message = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 class _ReplyLimit(httpx2.AsyncBaseTransport):
@@ -244,24 +289,28 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
     ``CALLGATE_REMOTE_MAX_REPLY_BYTES`` bytes (one event stream as a whole), and reading past
     that raises :class:`RemoteBadReply`, recorded in ``phase``. Replies are asked for
     uncompressed and one that comes compressed anyway is refused the same way: the limit
-    counts what is read, and a small compressed body may expand without bound."""
+    counts what is read, and a small compressed body may expand without bound. Requests go
+    through ``proxy`` when given."""
 
-    def __init__(self, phase: _Phase) -> None:
-        self._network = httpx2.AsyncHTTPTransport()
+    def __init__(self, phase: _Phase, proxy: str | None) -> None:
+        self._network = httpx2.AsyncHTTPTransport(proxy=proxy)
         self._phase = phase
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = "identity"
+        kept = bytearray() if _tool_call(request) else None
         response = await self._network.handle_async_request(request)
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         if response.headers.get("Content-Encoding", "identity").lower() != "identity":
             await response.aclose()
             self._phase.too_large = RemoteBadReply("the reply is compressed, not as asked")
             raise self._phase.too_large
+        if kept is not None:
+            self._phase.call_answer = (response.headers.get("Content-Type", "").lower(), kept)
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_LimitedBody(response.stream, self._phase),
+            stream=_LimitedBody(response.stream, self._phase, kept),
             extensions=response.extensions,
         )
 
@@ -271,11 +320,13 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
 
 class _LimitedBody(httpx2.AsyncByteStream):
     """A response body that raises :class:`RemoteBadReply` once more than
-    ``CALLGATE_REMOTE_MAX_REPLY_BYTES`` bytes are read, and records it in ``phase``."""
+    ``CALLGATE_REMOTE_MAX_REPLY_BYTES`` bytes are read, and records it in ``phase``; what is
+    read is also added to ``kept`` when given."""
 
-    def __init__(self, body: httpx2.AsyncByteStream, phase: _Phase) -> None:
+    def __init__(self, body: httpx2.AsyncByteStream, phase: _Phase, kept: bytearray | None) -> None:
         self._body = body
         self._phase = phase
+        self._kept = kept
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
@@ -287,6 +338,8 @@ class _LimitedBody(httpx2.AsyncByteStream):
                     f"the reply is over the reply limit: larger than {limit} bytes"
                 )
                 raise self._phase.too_large
+            if self._kept is not None:
+                self._kept += chunk
             yield chunk
 
     async def aclose(self) -> None:
@@ -298,6 +351,7 @@ def _mcp(
 ) -> T:
     address_check(address)
     phase = _Phase()
+    phase.over_http = not address.command
 
     async def session() -> T:
         with anyio.fail_after(timeout_s):
@@ -306,13 +360,22 @@ def _mcp(
                     headers=dict(address.headers),
                     timeout=timeout_s,
                     follow_redirects=False,
-                    transport=_ReplyLimit(phase),
+                    transport=_ReplyLimit(phase, _proxy(address.url)),
                 ) as http,
                 Client(_transport(address, http), cache=None) as client,
             ):
                 return await exchange(client, phase)
 
     return _classified(lambda: anyio.run(session), phase)
+
+
+def _proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``, unless
+    ``NO_PROXY`` lists its host), as the HTTP tools' client (``requests``) reads them."""
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _transport(address: Address, http: httpx2.AsyncClient) -> Any:
@@ -334,6 +397,8 @@ def _classified(run: Callable[[], T], phase: _Phase) -> T:
         leaf = _leaf(exc)
         if isinstance(leaf, RemoteUnavailable | RemoteBadReply | RemoteRefused | RemoteLost):
             raise leaf from exc
+        if isinstance(leaf, MCPError) and phase.sent and not phase.server_refused():
+            raise RemoteLost(f"the answer to the call could not be read: {leaf}") from exc
         if isinstance(leaf, MCPError):
             message = f"the MCP server refused the request: {leaf}"
             raise RemoteRefused("TOOL_REFUSED", message) from exc
