@@ -60,6 +60,20 @@ def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+class _Vanished(float):
+    """A number written non-zero that a double holds only as zero (``1e-400``), read by
+    :func:`exact_json_loads` and kept until the whole document is read so that the refusal can
+    name its place."""
+
+
+def _float(text: str) -> float:
+    number = float(text)
+    digits = text.lower().partition("e")[0]
+    if number == 0 and digits.strip("-.0"):
+        return _Vanished(number)
+    return number
+
+
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
@@ -68,10 +82,13 @@ def exact_json_loads(text: str | bytes) -> Any:
     """The one JSON document ``text`` holds, as I-JSON (RFC 7493) has it. Raises
     :class:`InexactJson` naming the first place (in document order) where a member name is
     given twice in one object (§2.3: Python's reader keeps the last one, so ``{"decision":
-    "deny", "decision": "approve"}`` would approve) or a number is beyond ±(2**53-1) (§2.2);
+    "deny", "decision": "approve"}`` would approve), a number is beyond ±(2**53-1) or written
+    non-zero where a double holds only zero (``1e-400``) (§2.2);
     ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` too); ``RecursionError``
     when nested deeper than Python parses."""
-    value = json.loads(text, object_pairs_hook=_members, parse_constant=_not_json)
+    value = json.loads(
+        text, object_pairs_hook=_members, parse_constant=_not_json, parse_float=_float
+    )
     exact_check(value)
     return value
 
@@ -92,6 +109,9 @@ def exact_check(value: Any) -> None:
             stack += [(child, (*path, key)) for key, child in reversed(item.items())]
         elif isinstance(item, list | tuple):
             stack += [(item[i], (*path, i)) for i in range(len(item) - 1, -1, -1)]
+        elif isinstance(item, _Vanished):
+            problem = "a number written non-zero that a double holds only as 0"
+            raise InexactJson(path, f"{problem} (below ±4.9e-324; I-JSON, RFC 7493 §2.2)")
         elif isinstance(item, int | float) and not isinstance(item, bool):
             problem = _number_problem(item)
             if problem:

@@ -64,6 +64,8 @@ def test_values_json_cannot_represent_exactly_are_refused() -> None:
         ('{"n": -9007199254740992}', "n: -9007199254740992 is beyond ±9007199254740991"),
         ('{"n": [1e20]}', "n/0: 1e+20 is beyond ±9007199254740991"),
         ('{"n": 1e400}', "n: a number past ±1.8e308 is beyond ±9007199254740991"),
+        ('{"n": [0, 1e-400]}', "n/1: a number written non-zero that a double holds only as 0"),
+        ('{"n": -0.0001e-330}', "n: a number written non-zero that a double holds only as 0"),
         ("1" + "0" * 40, "(root): 100000000000… (41 digits) is beyond ±9007199254740991"),
         ('{"first": 1e300, "then": {"x": 1, "x": 2}}', "first: 1e+300 is beyond"),
     ],
@@ -78,6 +80,9 @@ def test_json_no_reader_takes_exactly_is_refused_naming_its_place(text: str, sai
 def test_exact_json_is_read_as_json_is() -> None:
     text = '{"a": [1, 2.5, -9007199254740991, 9007199254740991.0, "x", null, true], "b": {}}'
     assert exact_json_loads(text) == json.loads(text)
+    text = "[0.0, -0.0, 0e5, 0.000e-400, 5e-324]"  # zero written as zero; the least double
+    assert exact_json_loads(text) == json.loads(text)
+    assert all(type(number) is float for number in exact_json_loads(text))
     assert exact_json_loads(b'{"a": {"a": {"a": 1}}}') == {"a": {"a": {"a": 1}}}
     for text in ('{"n": NaN}', '{"n": Infinity}', "{not json"):
         with pytest.raises(ValueError, match=r"not JSON|Expecting"):
