@@ -59,6 +59,27 @@ BAD_HEADERS = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://user:pw@127.0.0.1:{port}/mcp", "may not carry a user name or password"),
+        ("ftp://127.0.0.1:{port}/mcp", "only http and https URLs"),
+        ("http://127.0.0.1:99999/mcp", "invalid URL"),
+    ],
+    ids=["credentials", "not http", "port"],
+)
+def test_an_mcp_url_breaking_the_address_rules_is_refused_without_trying_it(
+    demo: Any, url: str, said: str
+) -> None:
+    """``invalid_server`` (400), as the docs say of what is refused without trying it; nobody
+    listens on the port, so a try would be ``server_unreachable`` (422)."""
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    body = {"name": "shop-u", "kind": "mcp", "url": url.format(port=free_port())}
+    message = error_of(post(client, "/remote-servers", body), 400, "invalid_server")["message"]
+    assert said in message, message
+    assert not RemoteServer.objects.exists()
+
+
 def test_a_header_value_past_the_limit_is_refused_by_the_service(demo: Any) -> None:
     """The API's field refuses it first (``invalid_request``); the admin reaches the service."""
     form = ServerForm(name="shop-l", kind="http", headers={"X-A": "v" * (MAX_HEADER_VALUE + 1)})

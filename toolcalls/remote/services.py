@@ -13,10 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from toolcalls import registry
 from toolcalls.actors import Actor
+from toolcalls.addresses import UrlRefused, url_check
 from toolcalls.binding import digest
 from toolcalls.errors import CallgateError
 from toolcalls.models import Tenant
@@ -102,8 +104,24 @@ def _server_form_check(form: ServerForm) -> None:
         problem = "HTTP tools name their own URLs; the server has none"
     else:
         problem = address_problem(Address(command=tuple(form.command), headers=form.headers))
+        problem = problem or _url_problem(form.url)
     if problem:
         raise RemoteError("invalid_server", problem)
+
+
+def _url_problem(url: str) -> str:
+    """Why ``url`` is refused without trying it (:mod:`toolcalls.addresses`: not http(s),
+    credentials, port, host name, an address not public where private ones are not allowed),
+    or ``""``. A host that cannot be resolved now is left to the listing (unreachable)."""
+    if not url:
+        return ""
+    try:
+        url_check(url, allow_private=settings.CALLGATE_REMOTE_ALLOW_PRIVATE)
+    except UrlRefused as exc:
+        return str(exc)
+    except OSError:  # resolved again for the listing, which then fails: server_unreachable
+        pass
+    return ""
 
 
 def _list(address: Address) -> list[ServedTool]:
