@@ -104,15 +104,16 @@ def _server_form_check(form: ServerForm) -> None:
         problem = "HTTP tools name their own URLs; the server has none"
     else:
         problem = address_problem(Address(command=tuple(form.command), headers=form.headers))
-        problem = problem or _url_problem(form.url)
+        problem = problem or _mcp_url_problem(form.url)
     if problem:
         raise RemoteError("invalid_server", problem)
 
 
-def _url_problem(url: str) -> str:
-    """Why ``url`` is refused without trying it (:mod:`toolcalls.addresses`: not http(s),
-    credentials, port, host name, an address not public where private ones are not allowed),
-    or ``""``. A host that cannot be resolved now is left to the listing (unreachable)."""
+def _mcp_url_problem(url: str) -> str:
+    """Why an MCP server's ``url`` is refused without trying it (:mod:`toolcalls.addresses`:
+    not http(s), credentials, port, host name, an address not public where private ones are
+    not allowed), or ``""``. A host that cannot be resolved now is left to the listing, which
+    is then ``server_unreachable`` (an HTTP tool's URLs: :func:`_urls_problem`, whole)."""
     if not url:
         return ""
     try:
