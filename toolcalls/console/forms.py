@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -92,8 +93,15 @@ class OperationFilterForm(forms.Form):
         assert isinstance(tool, forms.ChoiceField)
         tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
 
+    def clean_created_from(self) -> date | None:
+        return _searchable(self.cleaned_data["created_from"], _day_start)
+
+    def clean_created_to(self) -> date | None:
+        return _searchable(self.cleaned_data["created_to"], _day_end)
+
     def filters(self) -> OperationFilters:
-        """The valid filters (an invalid form filters nothing); "to" includes its whole day."""
+        """The valid filters (an invalid form filters nothing); "to" includes its whole day.
+        The dates bound ``created_at`` as UTC instants."""
         data = self.cleaned_data if self.is_valid() else {}
         start, end = data.get("created_from"), data.get("created_to")
         return OperationFilters(
@@ -102,7 +110,7 @@ class OperationFilterForm(forms.Form):
             customer=data.get("customer", "").strip(),
             agent=data.get("agent", "").strip(),
             created_from=_day_start(start) if start else None,
-            created_to=_day_start(end + timedelta(days=1)) if end else None,
+            created_to=_day_end(end) if end else None,
         )
 
     def query(self) -> dict[str, str]:
@@ -112,7 +120,27 @@ class OperationFilterForm(forms.Form):
 
 
 def _day_start(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min))
+    """The first instant of ``day`` in the current time zone, in UTC. Raises ``OverflowError``
+    when that instant is outside the years 1 to 9999 in UTC (a day at the calendar's edge)."""
+    start = datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+    return start.astimezone(UTC)
+
+
+def _day_end(day: date) -> datetime:
+    """The first instant after ``day`` (the next day's start), in UTC. Raises ``OverflowError``
+    as :func:`_day_start` does, and for the calendar's last day."""
+    return _day_start(day + timedelta(days=1))
+
+
+def _searchable(day: date | None, bound: Callable[[date], datetime]) -> date | None:
+    """``day`` (or ``None``) when ``bound`` (:func:`_day_start`, :func:`_day_end`) gives its
+    instant. Raises ``ValidationError`` for a day at the calendar's edge, whose instant is none."""
+    if day is not None:
+        try:
+            bound(day)
+        except OverflowError:
+            raise forms.ValidationError("This day is too far in the past or the future.") from None
+    return day
 
 
 class SettingsForm(forms.Form):
