@@ -48,6 +48,14 @@ class DecisionForm(forms.Form):
         return None if value == json.loads(self.original or "null") else value
 
 
+class _RawCheckbox(forms.CheckboxInput):
+    """A checkbox that gives its field the text as sent (``""`` when absent), so the field can
+    refuse what no checkbox sends (``CheckboxInput`` reads any text but "false" as ticked)."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        return data.get(name, "")
+
+
 class QueueFilterForm(forms.Form):
     """Filters and order of the approval queue (GET); every control has a visible label."""
 
@@ -65,7 +73,13 @@ class QueueFilterForm(forms.Form):
     amount_max = forms.DecimalField(
         required=False, min_value=0, max_digits=14, decimal_places=2, label="Amount to"
     )
-    expiring = forms.BooleanField(required=False, label="Expiring within 15 minutes")
+    expiring = forms.ChoiceField(
+        required=False,
+        label="Expiring within 15 minutes",
+        # "on" is what the ticked box sends, "1" what QueueFilters.query() writes in links.
+        choices=[("on", "yes"), ("1", "yes")],
+        widget=_RawCheckbox,
+    )
     sort = forms.ChoiceField(
         required=False,
         label="Sort by",
