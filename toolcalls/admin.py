@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms.fields import InvalidJSONInput
@@ -419,6 +420,10 @@ class RemoteServerAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, adm
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # registered anew rather than edited
 
+    def has_discover_permission(self, request: HttpRequest) -> bool:
+        """Listing tools again writes them: superusers only, as registering and reviewing."""
+        return request.user.is_superuser
+
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> Any:
         if not self.has_add_permission(request):
             raise PermissionDenied
@@ -437,7 +442,9 @@ class RemoteServerAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, adm
                 return redirect("admin:remote_remotetool_changelist")
         return _form_page(request, form, "Register a remote server", "Register")
 
-    @admin.action(description="List the selected MCP servers' tools again")
+    @admin.action(
+        permissions=["discover"], description="List the selected MCP servers' tools again"
+    )
     def discover(self, request: HttpRequest, queryset: QuerySet[RemoteServer]) -> None:
         for server in queryset.filter(kind=RemoteServer.Kind.MCP):
             try:
@@ -478,7 +485,9 @@ class RemoteToolAdmin(
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
     ) -> Any:
-        tool = self.get_queryset(request).filter(pk=object_id).first()
+        """The review page. An ID naming no tool the user sees (malformed, another tenant's)
+        or a tool the user may not change gets Django's own answer."""
+        tool = self.get_object(request, unquote(object_id))
         if tool is None or not self.has_change_permission(request, tool):
             return super().change_view(request, object_id, form_url, extra_context)
         form = RemoteToolReviewForm(request.POST or None, initial=_review_initial(tool))

@@ -12,11 +12,14 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
 from providers.families import ADAPTERS
@@ -34,6 +37,30 @@ def pretty_json(value: Any) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
 
 
+class CheckedSelectionAdminMixin(admin.ModelAdmin):
+    """An action runs only on a selection of rows the user sees.
+
+    Django filters the changelist by the posted IDs as they are, so one that is no key
+    (``abc``, a NUL) fails the query: a 500. Here the selection is read first, as a form reads
+    one (``ModelMultipleChoiceField``); one naming anything else (malformed, beyond the key's
+    range, another tenant's row, a row deleted meanwhile) is refused with the field's message,
+    back to the changelist, as Django refuses an empty selection.
+    """
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        # ``args``, ``kwargs``: whatever more Django passes (its stubs add ``action_location``).
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        try:
+            forms.ModelMultipleChoiceField(queryset, required=False).clean(selected)
+        except ValidationError as exc:
+            for message in exc.messages:
+                self.message_user(request, message, messages.WARNING)
+            return None
+        return super().response_action(request, queryset, *args, **kwargs)
+
+
 class ReadOnlyAdminMixin(admin.ModelAdmin):
     """No add, change or delete through the admin, whoever the user is (superusers included):
     these rows are written by services only. Viewing still needs the model's view permission."""
@@ -48,8 +75,9 @@ class ReadOnlyAdminMixin(admin.ModelAdmin):
         return False
 
 
-class SuperuserEditableAdminMixin(admin.ModelAdmin):
-    """Add, change and delete for superusers only; other staff may at most view."""
+class SuperuserEditableAdminMixin(CheckedSelectionAdminMixin):
+    """Add, change and delete for superusers only; other staff may at most view. Actions
+    (deleting the selected rows) take checked selections."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
@@ -61,14 +89,15 @@ class SuperuserEditableAdminMixin(admin.ModelAdmin):
         return request.user.is_superuser
 
 
-class TenantScopedAdminMixin(admin.ModelAdmin):
+class TenantScopedAdminMixin(CheckedSelectionAdminMixin):
     """Staff who are not superusers see only rows of the tenants they are members of.
 
     ``tenant_lookup`` is the path from the model to its tenant and ``tenant_key`` the tenant
     column that path holds: ``"operation__tenant"`` with ``"pk"``, or ``"tenant_ref"`` with
     ``"slug"`` for the demo shop. The filter is ``IN`` a subquery of the user's tenants, not a
     join through ``members``, so it never duplicates rows. Objects outside the scope do not
-    exist for the user: their change page redirects like a deleted object's.
+    exist for the user: their change page redirects like a deleted object's, and an action's
+    selection naming one is refused (:class:`CheckedSelectionAdminMixin`).
     """
 
     tenant_lookup: str = "tenant"

@@ -4,9 +4,11 @@ HTTP tool; staff see only their tenants' servers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
@@ -90,3 +92,119 @@ def _view_permissions() -> list[Any]:
     return list(
         Permission.objects.filter(content_type__app_label="remote", codename__startswith="view")
     )
+
+
+#: IDs no row has: not a number, a NUL (``%00`` in a path), beyond bigint.
+MALFORMED_IDS = ["abc", "\x00", "99999999999999999999"]
+#: Stands for the pk of a row of a tenant the staff member is not a member of.
+OTHER_TENANT = "other tenant"
+
+
+def _tool_change(client: Client, pk: str) -> Any:
+    return client.get(reverse("admin:remote_remotetool_change", args=[pk]))
+
+
+def _tool_review(client: Client, pk: str) -> Any:
+    review = {"enabled": "on", "risk": "read", "timeout_ms": "1000", "approval": "never"}
+    return client.post(reverse("admin:remote_remotetool_change", args=[pk]), review)
+
+
+def _tool_add(client: Client, pk: str) -> Any:
+    tool = {"server": pk, "name": "pay", "input_schema": "{}", "url": "http://127.0.0.1:9/p"}
+    return client.post(reverse("admin:remote_remotetool_add"), tool)
+
+
+def _server_add(client: Client, pk: str) -> Any:
+    server = {"tenant": pk, "name": "ledger", "kind": "http"}
+    return client.post(reverse("admin:remote_remoteserver_add"), server)
+
+
+def _discover(client: Client, pk: str) -> Any:
+    action = {"action": "discover", "index": "0", "_selected_action": pk}
+    return client.post(reverse("admin:remote_remoteserver_changelist"), action)
+
+
+#: Each remote page taking an ID: the kind of row it names, then Django's answer to a
+#: superuser naming no row and to a staff member naming another tenant's row.
+ID_PAGES: dict[str, tuple[Callable[[Client, str], Any], str, str, str]] = {
+    "tool change": (_tool_change, "tool", "missing", "missing"),
+    "tool review": (_tool_review, "tool", "missing", "forbidden"),
+    "tool add": (_tool_add, "server", "form error", "forbidden"),
+    "server add": (_server_add, "tenant", "form error", "forbidden"),
+    "discover": (_discover, "server", "refused", "no such action"),
+}
+
+
+@pytest.fixture
+def theirs() -> dict[str, Any]:
+    """Another tenant's tenant row, MCP server and tool."""
+    tenant = Tenant.objects.create(slug="globex", name="Globex")
+    server = RemoteServer.objects.create(tenant=tenant, name="theirs", kind="mcp", url="http://x")
+    tool = RemoteTool.objects.create(
+        tenant=tenant,
+        server=server,
+        remote_name="pay",
+        name="theirs__pay",
+        input_schema=SCHEMA,
+        served_sha256="0" * 64,
+    )
+    return {"tenant": tenant, "server": server, "tool": tool}
+
+
+@pytest.fixture
+def staff(demo: Any) -> Client:
+    """A member of the demo tenant with every remote view permission."""
+    user = UserFactory.create(username="staffer", is_staff=True)
+    user.user_permissions.add(*_view_permissions())
+    demo.tenant.members.add(user)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("bad", [*MALFORMED_IDS, OTHER_TENANT])
+@pytest.mark.parametrize("page", ID_PAGES)
+def test_an_id_naming_no_row_the_user_sees_is_never_a_500(
+    root: Client, staff: Client, theirs: dict[str, Any], page: str, bad: str
+) -> None:
+    view, kind, superuser_answer, staff_answer = ID_PAGES[page]
+    if bad == OTHER_TENANT:
+        _assert_answer(view(staff, str(theirs[kind].pk)), staff_answer)
+    else:
+        _assert_answer(view(root, bad), superuser_answer)
+    assert not RemoteEvent.objects.exists()  # nothing registered, discovered or reviewed
+    assert RemoteTool.objects.get().enabled is False
+
+
+def _assert_answer(response: Any, answer: str) -> None:
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    if answer == "missing":
+        assert response.status_code == 302 and response["Location"] == reverse("admin:index")
+        assert any("exist. Perhaps it was deleted?" in text for text in said), said
+    elif answer == "forbidden":
+        assert response.status_code == 403
+    elif answer == "form error":
+        assert response.status_code == 200 and response.context["form"].errors
+    elif answer == "refused":  # back to the list, saying why, as for an empty selection
+        changelist = reverse("admin:remote_remoteserver_changelist")
+        assert response.status_code == 302 and response["Location"] == changelist
+        assert said, "a refused action says why"
+    else:  # not offered: the list, as if no action had been asked for
+        assert response.status_code == 200 and not said, said
+
+
+def test_staff_cannot_list_servers_tools_again(demo: Any, staff: Client) -> None:
+    mine = RemoteServer.objects.create(tenant=demo.tenant, name="mine", kind="mcp", url="http://x")
+    changelist = staff.get(reverse("admin:remote_remoteserver_changelist"))
+    assert "discover" not in changelist.content.decode()
+    assert _discover(staff, str(mine.pk)).status_code == 200
+    assert not RemoteEvent.objects.exists()
+
+
+def test_a_selection_of_rows_the_user_sees_still_reaches_the_action(root: Client) -> None:
+    theirs = Tenant.objects.create(slug="globex", name="Globex")
+    server = RemoteServer.objects.create(tenant=theirs, name="theirs", kind="http")
+    action = {"action": "delete_selected", "index": "0", "_selected_action": str(server.pk)}
+    response = root.post(reverse("admin:remote_remoteserver_changelist"), action)
+    assert response.status_code == 200  # Django's page asking to confirm the deletion
+    assert list(response.context["queryset"]) == [server]
