@@ -37,4 +37,6 @@ def test_expiring_filters_nothing_unless_sent_as_the_console_sends_it(demo, valu
     page = _queue({"expiring": value})
     assert soon.public_id in page and later.public_id in page
     understood = value == ""
-    assert ("Some filters were not understood and are ignored: expiring." in page) != understood
+    assert (
+        "Some filters were not understood and are ignored: Expiring within 15 minutes." in page
+    ) != understood

@@ -35,7 +35,8 @@ def test_a_day_at_the_calendars_edge_is_not_understood(demo, zone: str, query: d
     client.post(reverse("console-settings"), {"timezone": zone})
     response = client.get(reverse("operations:list"), query)
     page = response.content.decode()
-    assert response.status_code == 200 and f"{NOT_UNDERSTOOD}{next(iter(query))}." in page
+    label = {"created_from": "Created from", "created_to": "Created to"}[next(iter(query))]
+    assert response.status_code == 200 and f"{NOT_UNDERSTOOD}{label}." in page
     assert operation.public_id in page  # an invalid form filters nothing
 
 

@@ -46,6 +46,13 @@ def field_label(name: str) -> str:
 
 
 @register.filter
+def labels_with_errors(form: Any) -> str:
+    """The labels of ``form``'s fields that hold errors, in the form's order, for people to
+    read (``Created to, Expiring within 15 minutes``)."""
+    return ", ".join(str(field.label) for field in form if field.errors)
+
+
+@register.filter
 def shorten(value: Any, length: int = 24) -> str:
     """Long values (digests, keys) cut to ``length`` characters with an ellipsis; the full
     value stays in the element's title."""
