@@ -48,9 +48,17 @@ class DecisionForm(forms.Form):
         return None if value == json.loads(self.original or "null") else value
 
 
+#: What the expiring box sends ticked ("on") and what the queue's links write ("1").
+_TICKED = ("on", "1")
+
+
 class _RawCheckbox(forms.CheckboxInput):
     """A checkbox that gives its field the text as sent (``""`` when absent), so the field can
-    refuse what no checkbox sends (``CheckboxInput`` reads any text but "false" as ticked)."""
+    refuse what no checkbox sends (``CheckboxInput`` reads any text but "false" as ticked), and
+    is shown ticked only for :data:`_TICKED`."""
+
+    def __init__(self) -> None:
+        super().__init__(check_test=lambda value: value in _TICKED)
 
     def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
         return data.get(name, "")
@@ -76,8 +84,7 @@ class QueueFilterForm(forms.Form):
     expiring = forms.ChoiceField(
         required=False,
         label="Expiring within 15 minutes",
-        # "on" is what the ticked box sends, "1" what QueueFilters.query() writes in links.
-        choices=[("on", "yes"), ("1", "yes")],
+        choices=[(value, "yes") for value in _TICKED],
         widget=_RawCheckbox,
     )
     sort = forms.ChoiceField(

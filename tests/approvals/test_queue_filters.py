@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -40,3 +42,4 @@ def test_expiring_filters_nothing_unless_sent_as_the_console_sends_it(demo, valu
     assert (
         "Some filters were not understood and are ignored: Expiring within 15 minutes." in page
     ) != understood
+    assert not re.search(r'<input[^>]*name="expiring"[^>]*checked', page)  # nothing filtered
