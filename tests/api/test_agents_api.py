@@ -342,6 +342,22 @@ def test_an_unknown_agent_is_400(client: APIClient, agent: str) -> None:
     assert set(fields_of(error)) == {"agent"}
 
 
+@pytest.mark.parametrize("agent", ["refunds", "returns"])
+def test_a_fork_with_a_model_and_an_agent_is_400_naming_the_model(
+    client: APIClient, agent: str
+) -> None:
+    """The conflict comes first, whether or not the agent exists; an unknown agent alone is
+    ``unknown_agent``."""
+    _agent(client)
+    fork = f"/operations/{create(client, replies=[final()])['id']}/fork"
+    both = {"from_turn": 0, "model": "gpt-5.1", "agent": agent}
+    error = error_of(post(client, fork, both), 400, "invalid_request")
+    assert set(fields_of(error)) == {"model"}, error
+    alone = {"from_turn": 0, "agent": "returns"}
+    assert set(fields_of(error_of(post(client, fork, alone), 400, "unknown_agent"))) == {"agent"}
+    assert Operation.objects.count() == 1
+
+
 def test_the_agents_approval_override_parks_what_its_tool_would_run(client: APIClient) -> None:
     _agent(client)
     data = _start(client, agent="refunds", replies=bundled_replies("refund_approve"))

@@ -118,6 +118,22 @@ def test_list_is_pending_by_default_and_filters(requester: APIClient, operator: 
     assert [a["id"] for a in paged["results"]] == [first["id"]] and paged["next"] is None
 
 
+def test_a_filtered_list_pages_under_its_filters(requester: APIClient) -> None:
+    """``next`` keeps the filters its cursor was signed for; without them it is refused."""
+    _, first = _parked(requester)
+    _, second = _parked(requester)
+    filters = {"state": "PENDING", "tool": "submit_refund", "risk": "irreversible"}
+    page = get(requester, "/approvals", {**filters, "limit": 1}).json()
+    assert [a["id"] for a in page["results"]] == [first["id"]]
+    following = requester.get(page["next"]).json()
+    assert [a["id"] for a in following["results"]] == [second["id"]]
+    cursor = {"cursor": page["cursor"]}
+    error_of(get(requester, "/approvals", cursor), 400, "invalid_cursor")
+    error_of(
+        get(requester, "/approvals", {"tool": "submit_refund", **cursor}), 400, "invalid_cursor"
+    )
+
+
 def test_approve_resumes_and_refunds_once(requester: APIClient, operator: APIClient) -> None:
     operation_id, approval = _parked(requester)
     response = _decide(operator, approval["id"], decision="approve", reason="looks right")

@@ -7,7 +7,7 @@ import base64
 import itertools
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from django.utils import timezone
@@ -305,18 +305,20 @@ def test_list_filters_by_state_family_and_creation_time(client: APIClient) -> No
 
 
 @pytest.mark.parametrize(
-    "value",
+    ("value", "said"),
     [
-        "yesterday",
-        "2025-13-01T00:00:00Z",
-        "2025-02-30T10:00:00Z",
-        "9999-12-31T23:59:59-14:00",  # past year 9999 in UTC
-        "0001-01-01T00:00:00+14:00",  # before year 1 in UTC
+        ("yesterday", "must be an ISO 8601 date-time"),
+        ("2025-13-01T00:00:00Z", "must be an ISO 8601 date-time"),
+        ("2025-02-30T10:00:00Z", "must be an ISO 8601 date-time"),
+        ("9999-12-31T23:59:59-14:00", "is out of range"),  # past year 9999 in UTC
+        ("0001-01-01T00:00:00+14:00", "is out of range"),  # before year 1 in UTC
     ],
 )
-def test_a_bad_date_filter_is_400(client: APIClient, value: str) -> None:
-    error = error_of(get(client, "/operations", {"created_after": value}), 400, "invalid_request")
-    assert list(fields_of(error)) == ["created_after"]
+def test_a_bad_date_filter_is_400(client: APIClient, value: str, said: str) -> None:
+    for name in ("created_after", "created_before"):
+        error = error_of(get(client, "/operations", {name: value}), 400, "invalid_request")
+        assert list(fields_of(error)) == [name]
+        assert error["message"].startswith(f"{name} {said}"), error
 
 
 @pytest.mark.parametrize(
@@ -347,6 +349,29 @@ def test_a_cursor_from_another_list_or_tampered_with_is_400(client: APIClient) -
     error_of(get(client, other, {"cursor": foreign}), 400, "invalid_cursor")
     assert get(client, f"/operations/{first}/events", {"cursor": foreign}).status_code == 200
     assert get(client, "/operations", {"cursor": own}).json()["results"][0]["id"] == first
+
+
+def test_a_cursor_belongs_to_its_lists_filters(client: APIClient) -> None:
+    """A cursor is signed for its path and its filters (every query parameter but ``cursor``
+    and ``limit``, in any order): ``next`` and ``previous`` keep them, ``limit`` may change,
+    and under other filters the cursor is 400 ``invalid_cursor``."""
+    labels = {"team": "refunds", "ticket": "T-1"}
+    ids = [create(client, replies=[final()], metadata=labels)["id"] for _ in range(3)]
+    plain = get(client, "/operations", {"limit": 1}).json()["cursor"]
+    for filters in ({"state": S.REFUSED}, {"state": S.COMPLETED}):
+        error_of(get(client, "/operations", {**filters, "cursor": plain}), 400, "invalid_cursor")
+    query = "limit=1&metadata=ticket%3AT-1&state=COMPLETED&metadata=team%3Arefunds"
+    page = client.get(f"/api/v1/operations?{query}").json()
+    assert client.get(page["next"]).json()["results"][0]["id"] == ids[1]
+    reordered = "metadata=team%3Arefunds&state=COMPLETED&metadata=ticket%3AT-1&limit=5"
+    cursor = urlencode({"cursor": page["cursor"]})
+    later = client.get(f"/api/v1/operations?{reordered}&{cursor}")
+    assert [row["id"] for row in later.json()["results"]] == ids[1::-1]
+    back = client.get(client.get(page["next"]).json()["previous"]).json()
+    assert [row["id"] for row in back["results"]] == [ids[2]]
+    for other in ("state=COMPLETED", "metadata=team%3Arefunds&state=COMPLETED", ""):
+        response = client.get(f"/api/v1/operations?{other}&{cursor}")
+        error_of(response, 400, "invalid_cursor")
 
 
 @pytest.mark.parametrize("limit", ["0", "-5", "abc", "201", "1.5"])

@@ -677,11 +677,16 @@ class ToolOverridesSerializer(serializers.Serializer):
 
 
 class ForkSerializer(StrictSerializer):
+    """A fork's body; ``model`` with ``agent`` is refused naming ``model``, before the agent is
+    looked up (an unknown agent alone is ``unknown_agent``, from the service)."""
+
     from_turn = serializers.IntegerField(
         min_value=0, help_text="The turn (its index, from 0) whose conversation the fork starts."
     )
     model = serializers.CharField(
-        max_length=100, required=False, help_text="Another model for the fork (default: the same)."
+        max_length=100,
+        required=False,
+        help_text="Another model for the fork (default: the same); not with agent.",
     )
     agent = serializers.CharField(
         max_length=60,
@@ -689,6 +694,12 @@ class ForkSerializer(StrictSerializer):
         help_text="Run the fork with this agent profile revision (name: its latest, or "
         "name@revision), which sets family, model, instructions, tools, settings and budgets.",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "model" in attrs and "agent" in attrs:
+            message = "Not with agent: the agent profile sets the model; leave the model out."
+            raise serializers.ValidationError({"model": [message]})
+        return attrs
 
 
 class ToolSerializer(serializers.Serializer):

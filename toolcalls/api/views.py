@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from base64 import b64decode
 from collections.abc import Collection
-from datetime import UTC
+from datetime import UTC, datetime
 from math import ceil
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -248,8 +248,8 @@ class ApiListView(ApiView, generics.ListAPIView):  # type: ignore[misc]
 class ApiCursor(pagination.CursorPagination):
     """Cursor paging (``?cursor=`` as returned in ``cursor``, or within ``next``/``previous``;
     ``?limit=`` from 1 to ``max_page_size``, else 400 ``invalid_request``). Cursors are signed
-    for the list's path (:func:`cursor_sign`): one that was altered, or taken from another list,
-    is 400 ``invalid_cursor``.
+    for the list's path and filters (:func:`cursor_sign`): one that was altered, or taken from
+    another list or the same list under other filters, is 400 ``invalid_cursor``.
 
     A page is ``{"next": url|null, "previous": url|null, "cursor": str|null, "results": […]}``;
     ``cursor`` is the next page's cursor (``null`` on the last page)."""
@@ -326,7 +326,8 @@ class ApiCursor(pagination.CursorPagination):
     def encode_cursor(self, cursor: pagination.Cursor) -> str:
         url = super().encode_cursor(cursor)
         encoded = parse_qs(urlsplit(url).query)[self.cursor_query_param][0]
-        signed = cursor_sign(path=self.request.path, encoded=encoded)
+        query = self.request.query_params
+        signed = cursor_sign(path=self.request.path, encoded=encoded, query=query)
         return replace_query_param(url, self.cursor_query_param, signed)
 
     def decode_cursor(self, request: Request) -> pagination.Cursor | None:
@@ -334,7 +335,7 @@ class ApiCursor(pagination.CursorPagination):
         if signed is None:
             return None
         try:
-            encoded = _cursor_signer(request.path).unsign(signed)
+            encoded = _cursor_signer(request.path, request.query_params).unsign(signed)
             tokens = parse_qs(b64decode(encoded, validate=True).decode("ascii"))
             return pagination.Cursor(
                 offset=min(int(tokens.get("o", ["0"])[0]), self.offset_cutoff),
@@ -352,18 +353,29 @@ class ApiCursor(pagination.CursorPagination):
             raise _invalid_cursor() from None
 
 
-def cursor_sign(*, path: str, encoded: str) -> str:
+def cursor_sign(*, path: str, encoded: str, query: QueryDict | None = None) -> str:
     """``encoded`` (DRF's base64 cursor: ``o``, ``r``, ``p``) signed for the list at ``path``
-    (``/api/v1/…``) with ``SECRET_KEY``: what a ``cursor`` parameter of that list carries."""
-    return _cursor_signer(path).sign(encoded)
+    (``/api/v1/…``) under the filters of ``query`` (a request's query parameters; none when
+    ``None``) with ``SECRET_KEY``: what a ``cursor`` parameter of that list carries."""
+    return _cursor_signer(path, query).sign(encoded)
 
 
-def _cursor_signer(path: str) -> Signer:
-    return Signer(salt=f"callgate.api.cursor:{path}")
+def _cursor_signer(path: str, query: QueryDict | None) -> Signer:
+    """The signer of ``path``'s cursors under the filters of ``query``: its parameters but
+    :data:`PAGING`, sorted by name then value (a repeated name once per value)."""
+    filters = sorted(
+        (name, value)
+        for name, values in (query.lists() if query else ())
+        if name not in PAGING
+        for value in values
+    )
+    listed = f"{path}?{urlencode(filters)}" if filters else path
+    return Signer(salt=f"callgate.api.cursor:{listed}")
 
 
 def _invalid_cursor() -> ApiError:
-    return ApiError(400, "invalid_cursor", "This cursor is not one of this list's cursors.")
+    message = "This cursor is not one of this list's cursors under these filters."
+    return ApiError(400, "invalid_cursor", message)
 
 
 class NewestFirst(ApiCursor):
@@ -540,18 +552,23 @@ def _metadata_pairs(values: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _datetime(name: str, value: str) -> Any:
-    """``value`` as an aware date-time (no offset: the server's time zone); 400 otherwise."""
+def _datetime(name: str, value: str) -> datetime:
+    """``value`` as an aware date-time (no offset: the server's time zone); 400
+    ``invalid_request`` naming ``name`` when it is no ISO 8601 date-time, or one before year 1
+    or after year 9999 in UTC."""
     try:
         parsed = parse_datetime(value)  # ValueError: well formed but no such date (2025-02-30)
-        if parsed is not None:
-            parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
-            parsed.astimezone(UTC)  # OverflowError: past year 9999 or before year 1 in UTC
-    except (ValueError, OverflowError):
+    except ValueError:
         parsed = None
     if parsed is None:
         message = f"{name} must be an ISO 8601 date-time."
         raise ApiError(400, "invalid_request", message, {name: [message]})
+    parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:
+        message = f"{name} is out of range: in UTC it is before year 1 or after year 9999."
+        raise ApiError(400, "invalid_request", message, {name: [message]}) from None
     return parsed
 
 
