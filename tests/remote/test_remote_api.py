@@ -3,6 +3,7 @@ tenant's servers are invisible to another; secrets are never returned."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -41,6 +42,25 @@ def test_register_review_enable_and_disable_an_mcp_server(
     assert disabled.json()["enabled"] is False
     assert "shop__lookup" not in catalogue.tool_names(demo.tenant)
     assert [s["name"] for s in get(client, "/remote-servers").json()] == ["shop"]
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+def test_a_remote_tools_catalogue_settings_are_refused_pointing_to_its_review(
+    demo: Any, scripted_mcp: ScriptedMcp, method: str
+) -> None:
+    scripted_mcp.script([{"name": "lookup", "description": "Find", "inputSchema": SCHEMA}])
+    client, _ = keyed_client(demo.tenant, MANAGE, "operations:read")
+    body = {"name": "shop", "kind": "mcp", "url": scripted_mcp.url}
+    assert post(client, "/remote-servers", body).status_code == 201
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    assert post(client, "/remote-servers/shop/tools/lookup/enable", review).status_code == 200
+    assert get(client, "/tools/shop__lookup").json()["enabled"] is True
+    settings = json.dumps({"enabled": False, "max_calls": 2})
+    sent = client.generic(method, "/api/v1/tools/shop__lookup", settings, "application/json")
+    message = error_of(sent, 400, "invalid_request")["message"]
+    assert "remote tool" in message
+    assert "/api/v1/remote-servers/shop/tools/lookup/disable" in message
+    assert get(client, "/tools/shop__lookup").json()["enabled"] is True  # unchanged
 
 
 @pytest.mark.parametrize("maximum", [10**30, 1e30])

@@ -1016,7 +1016,10 @@ class ToolView(ApiView):
         return self.settings_set(name, partial=True)
 
     def settings_set(self, name: str, *, partial: bool) -> Response:
-        row = self.entry(name).row
+        entry = self.entry(name)
+        if entry.server is not None:
+            raise _remote_tool_settings(name, entry.server.name)
+        row = entry.row
         current = {
             "enabled": row.enabled if row else False,
             "max_calls": row.max_calls if row else None,
@@ -1037,6 +1040,18 @@ class ToolView(ApiView):
             field = exc.details.get("field", "body")
             raise ApiError(400, "invalid_request", exc.message, {field: [exc.message]}) from None
         return Response(ToolSerializer(catalogue.entry(tenant, name)).data)
+
+
+def _remote_tool_settings(name: str, server: str) -> ApiError:
+    """The refusal of catalogue settings for remote tool ``name`` of ``server``: its review on
+    its server is its settings (docs/remote-tools.md)."""
+    remote = name.removeprefix(f"{server}__")
+    where = f"/api/v1/remote-servers/{server}/tools/{remote}"
+    message = (
+        f"{name} is a remote tool: its settings are its review. Enable it (with its review) "
+        f"with POST {where}/enable, disable it with POST {where}/disable."
+    )
+    return ApiError(400, "invalid_request", message, {"name": [message]})
 
 
 @extend_schema(tags=["health"], auth=[])
