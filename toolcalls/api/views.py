@@ -362,12 +362,14 @@ def cursor_sign(*, path: str, encoded: str, query: QueryDict | None = None) -> s
 
 def _cursor_signer(path: str, query: QueryDict | None) -> Signer:
     """The signer of ``path``'s cursors under the filters of ``query``: its parameters but
-    :data:`PAGING`, sorted by name then value (a repeated name once per value)."""
+    :data:`PAGING`, sorted by name then value (a repeated name once per value); an empty value
+    is no filter, as if not given."""
     filters = sorted(
         (name, value)
         for name, values in (query.lists() if query else ())
         if name not in PAGING
         for value in values
+        if value
     )
     listed = f"{path}?{urlencode(filters)}" if filters else path
     return Signer(salt=f"callgate.api.cursor:{listed}")
