@@ -29,6 +29,8 @@ def test_equal_numbers_have_one_canonical_form_and_digest() -> None:
     [
         ('{"a": 1, "a": 2}', {"a": 2}, "repeat a member name"),
         ("[1]", None, "exactly one JSON object"),
+        ("{not json", None, "must be exactly one JSON object"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", None, "nested too deeply to read"),
         ('{"n": 9007199254740993}', {"n": 9007199254740993}, "cannot be used exactly"),
         ('{"s": "a\\u0000b"}', {"s": "a\x00b"}, "NUL"),
     ],

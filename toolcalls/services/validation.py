@@ -51,7 +51,7 @@ def arguments_normalize(
     non-finite numbers); nesting too deep to process; a NUL or lone surrogate in any string.
     """
     if arguments_error or arguments is None:
-        return Arguments(None, problem="The arguments must be exactly one JSON object.")
+        return Arguments(None, problem=_unreadable(raw_arguments))
     try:
         if isinstance(raw_arguments, str) and raw_arguments.strip():
             exact_json_loads(raw_arguments)
@@ -62,6 +62,18 @@ def arguments_normalize(
     if storable(value) != value:
         return Arguments(None, problem="The arguments contain a NUL or an unpaired surrogate.")
     return Arguments(value, canonical=canonical, sha256=digest(value))
+
+
+def _unreadable(raw_arguments: str | None) -> str:
+    """Why arguments the provider's adapter could not read as one JSON object are unusable:
+    nested deeper than the reader goes, or not one object (read again only on this path)."""
+    try:
+        json.loads(raw_arguments or "")
+    except RecursionError:
+        return "The arguments are nested too deeply to read; send exactly one JSON object."
+    except ValueError:
+        pass
+    return "The arguments must be exactly one JSON object."
 
 
 @dataclass(frozen=True)
