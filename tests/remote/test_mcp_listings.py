@@ -1,6 +1,7 @@
-"""Odd tool listings: a tool without a name is kept with its problem and cannot be enabled; a
-listing with two tools under one name cannot be used (a call by that name could reach either),
-at registration and when listed again. The fixture MCP server on 127.0.0.1."""
+"""Odd tool listings: a tool without a name, or a name the listing gives to two tools (a call by
+that name could reach either), is kept with its problem and cannot be enabled, at registration,
+when listed again and when a call finds it so; the server's other tools stay usable. The
+fixture MCP server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tests.remote.test_remote_tools import (
     enable,
     mcp_tool,
     register_mcp,
+    run,
 )
-from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
+from toolcalls.remote.models import RemoteEvent, RemoteTool
 from toolcalls.remote.services import (
     HttpToolForm,
     RemoteError,
@@ -25,8 +27,9 @@ from toolcalls.remote.services import (
     remote_server_discover,
     remote_server_register,
 )
+from toolcalls.states import CallState
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
 NO_NAME = "the tool has no name"
 
@@ -54,27 +57,54 @@ def test_an_http_tool_without_a_name_is_refused(demo: Any) -> None:
     assert not RemoteTool.objects.exists()
 
 
-def test_a_listing_with_two_tools_under_one_name_cannot_be_registered(
+TWICE = "the server lists 2 tools named 'pay': a call by that name could reach any of them"
+
+
+def test_a_name_listed_twice_is_kept_with_its_problem_and_the_other_tools_are_usable(
     demo: Any, scripted_mcp: ScriptedMcp
 ) -> None:
     scripted_mcp.script([mcp_tool("pay"), mcp_tool("lookup"), mcp_tool("pay", readOnlyHint=True)])
-    with pytest.raises(RemoteError, match="more than one tool is named 'pay'") as refused:
-        register_mcp(demo.tenant, scripted_mcp.url)
-    assert refused.value.code == "server_unreachable"
-    assert not RemoteServer.objects.exists() and not RemoteTool.objects.exists()
+    server = register_mcp(demo.tenant, scripted_mcp.url)
+    pay = server.tools.get(remote_name="pay")
+    assert (pay.problem, pay.enabled, pay.description) == (TWICE, False, "pay things")
+    with pytest.raises(RemoteError, match=TWICE) as refused:
+        enable(server, "pay", risk="write")
+    assert refused.value.code == "invalid_tool"
+    assert enable(server, "lookup").enabled
 
 
-def test_a_listing_with_two_tools_under_one_name_is_refused_when_listed_again(
+def test_a_name_listed_twice_when_listed_again_disables_its_tool_until_enabled_again(
     demo: Any, scripted_mcp: ScriptedMcp
 ) -> None:
-    scripted_mcp.script([mcp_tool("pay")])
+    scripted_mcp.script([mcp_tool("pay"), mcp_tool("lookup")])
     server = register_mcp(demo.tenant, scripted_mcp.url)
     pinned = enable(server, "pay", risk="write").pinned_sha256
-    events = RemoteEvent.objects.count()
-    scripted_mcp.script([mcp_tool("pay"), mcp_tool("pay", readOnlyHint=True)])
-    with pytest.raises(RemoteError, match="cannot be used") as refused:
-        remote_server_discover(server_pk=server.pk, actor=ADMIN)
-    assert refused.value.code == "server_unreachable"
-    tool = server.tools.get()
-    assert (tool.enabled, tool.pinned_sha256, tool.served_sha256) == (True, pinned, pinned)
-    assert RemoteEvent.objects.count() == events
+    enable(server, "lookup")
+    scripted_mcp.script([mcp_tool("pay"), mcp_tool("lookup"), mcp_tool("pay", readOnlyHint=True)])
+    remote_server_discover(server_pk=server.pk, actor=ADMIN)
+    pay, lookup = server.tools.get(remote_name="pay"), server.tools.get(remote_name="lookup")
+    assert (pay.enabled, pay.problem, pay.pinned_sha256) == (False, TWICE, pinned)
+    assert pay.served_sha256 != pinned
+    assert RemoteEvent.objects.filter(kind="tool_changed", tool=pay).count() == 1
+    assert lookup.enabled
+    scripted_mcp.script([mcp_tool("pay"), mcp_tool("lookup")])
+    remote_server_discover(server_pk=server.pk, actor=ADMIN)
+    pay.refresh_from_db()
+    assert (pay.enabled, pay.problem, pay.served_sha256) == (False, "", pinned)
+    assert enable(server, "pay", risk="write").enabled
+
+
+def test_a_call_by_a_name_listed_twice_does_not_run_and_disables_the_tool(
+    demo: Any, scripted_mcp: ScriptedMcp
+) -> None:
+    scripted_mcp.script([mcp_tool("pay")], {"pay": {"structured": "echo"}})
+    server = register_mcp(demo.tenant, scripted_mcp.url)
+    enable(server, "pay", risk="write")
+    twice = [mcp_tool("pay"), mcp_tool("pay", readOnlyHint=True)]
+    scripted_mcp.script(twice, {"pay": {"structured": "echo"}})
+    operation = run(demo, "shop__pay", {"order_id": "ORD-1001", "amount_cents": 100})
+    refused = operation.calls.get()
+    assert (refused.state, refused.error_code) == (CallState.FAILED, "TOOL_CHANGED")
+    assert "did not run" in (refused.model_result or {})["error"]["message"]
+    pay = server.tools.get()
+    assert (pay.enabled, pay.problem) == (False, TWICE)

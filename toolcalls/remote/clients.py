@@ -19,8 +19,9 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -77,12 +78,25 @@ class Address:
 @dataclass(frozen=True)
 class ServedTool:
     """One tool as a server lists it: MCP ``name``, ``description``, ``inputSchema`` and
-    ``annotations`` (camelCase keys as on the wire)."""
+    ``annotations`` (camelCase keys as on the wire), and how many tools the listing gives under
+    that name (``listed``; more than one: a call by the name could reach any of them)."""
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
     annotations: Mapping[str, Any]
+    listed: int = 1
+
+
+def served_by_name(listing: Iterable[ServedTool]) -> dict[str, ServedTool]:
+    """Each name of ``listing`` once, as its first tool, ``listed`` counting the tools under it
+    (see :func:`toolcalls.remote.rules.served_problem`: such a name cannot be enabled)."""
+    tools = list(listing)
+    counts = Counter(tool.name for tool in tools)
+    served: dict[str, ServedTool] = {}
+    for tool in tools:
+        served.setdefault(tool.name, replace(tool, listed=counts[tool.name]))
+    return served
 
 
 #: Header names Callgate or its transports set (the MCP SDK's included), or that frame and
@@ -204,7 +218,7 @@ def mcp_call_tool(
     async def exchange(
         client: Client, phase: _Phase
     ) -> tuple[ServedTool | None, mcp_types.CallToolResult | None]:
-        served = {tool.name: tool for tool in await _listing(client)}.get(name)
+        served = served_by_name(await _listing(client)).get(name)
         if not proceed(served):
             return served, None
         phase.sent = True

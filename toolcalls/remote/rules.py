@@ -6,7 +6,8 @@
 - Revision: SHA-256 of the RFC 8785 canonical JSON of the served name, description, input
   schema and annotations; any change to them is a new revision that needs enabling. A revision
   canonical JSON cannot hold (a ``maximum`` of 1e30) is recorded with that problem and cannot
-  be enabled.
+  be enabled; so is a name the listing gives to more than one tool (its revision counts them,
+  so it matches no pin: a call by that name could reach any of them).
 - Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object whose
   references (``$ref``, ``$dynamicRef``) resolve within it (``#…``: nothing is retrieved from
   elsewhere); Callgate validates arguments against it with unknown fields rejected
@@ -61,12 +62,13 @@ def served_sha256(served: ServedTool) -> str:
 
 
 def _revision(served: ServedTool) -> dict[str, Any]:
-    return {
+    revision = {
         "name": served.name,
         "description": served.description,
         "input_schema": served.input_schema,
         "annotations": served.annotations,
     }
+    return revision if served.listed == 1 else {**revision, "listed": served.listed}
 
 
 def served_problem(served: ServedTool, *, server_name: str) -> str:
@@ -74,6 +76,11 @@ def served_problem(served: ServedTool, *, server_name: str) -> str:
     name = model_name(server_name, served.name)
     if not served.name:
         return "the tool has no name: a served tool needs one"
+    if served.listed > 1:
+        return (
+            f"the server lists {served.listed} tools named {served.name!r}: a call by that name "
+            "could reach any of them"
+        )
     if not PLAIN_TOOL_NAME.fullmatch(name):
         return f"{name!r} is not a name a model may call: [A-Za-z0-9_-], at most 64 characters"
     try:

@@ -9,7 +9,7 @@ transaction, never inside it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from toolcalls.remote.clients import (
     address_check,
     address_problem,
     mcp_list_tools,
+    served_by_name,
 )
 from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
 
@@ -74,7 +75,7 @@ def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) ->
     carry, a command where stdio is not allowed; ``server_exists``; ``server_unreachable``)."""
     _server_form_check(form)
     address = Address(url=form.url, command=tuple(form.command), headers=dict(form.headers))
-    listing = _list(address) if form.kind == RemoteServer.Kind.MCP else []
+    listing = _list(address) if form.kind == RemoteServer.Kind.MCP else {}
     with transaction.atomic(durable=True):
         if RemoteServer.objects.filter(tenant=tenant, name=form.name).exists():
             raise RemoteError("server_exists", f"{tenant.slug} already has a server {form.name}")
@@ -125,23 +126,19 @@ def _mcp_url_problem(url: str) -> str:
     return ""
 
 
-def _list(address: Address) -> list[ServedTool]:
-    """Every tool the MCP server at ``address`` lists. Raises :class:`RemoteError`
-    (``server_unreachable``: it cannot be reached, or its listing cannot be used — an answer
-    that is no listing, or two tools under one name, which no call could tell apart)."""
-    unusable = "the MCP server's tool listing cannot be used"
+def _list(address: Address) -> dict[str, ServedTool]:
+    """Every tool the MCP server at ``address`` lists, by name (a name given to several tools
+    once, with its problem: :func:`~toolcalls.remote.clients.served_by_name`). Raises
+    :class:`RemoteError` (``server_unreachable``: it cannot be reached, or its answer is no
+    listing)."""
     try:
         listing = mcp_list_tools(address, timeout_s=DISCOVERY_TIMEOUT_S)
     except RemoteUnavailable as exc:
         raise RemoteError("server_unreachable", f"the MCP server cannot be used: {exc}") from exc
     except Exception as exc:  # a server that answers nonsense is as unusable as a silent one
-        message = f"{unusable}: {type(exc).__name__}: {exc}"
+        message = f"the MCP server's tool listing cannot be used: {type(exc).__name__}: {exc}"
         raise RemoteError("server_unreachable", message) from exc
-    names = Counter(tool.name for tool in listing)
-    if twice := sorted(name for name, count in names.items() if count > 1):
-        message = f"{unusable}: more than one tool is named {', '.join(map(repr, twice))}"
-        raise RemoteError("server_unreachable", message)
-    return listing
+    return served_by_name(listing)
 
 
 def remote_server_discover(*, server_pk: int, actor: Actor) -> list[RemoteTool]:
@@ -163,8 +160,7 @@ def remote_server_discover(*, server_pk: int, actor: Actor) -> list[RemoteTool]:
     return list(server.tools.order_by("name"))
 
 
-def _listing_record(server: RemoteServer, listing: Iterable[ServedTool], actor: Actor) -> None:
-    served = {tool.name: tool for tool in listing}
+def _listing_record(server: RemoteServer, served: Mapping[str, ServedTool], actor: Actor) -> None:
     for name, tool in served.items():
         _observe(server, name, tool, actor)
     for gone in server.tools.exclude(remote_name__in=list(served)):

@@ -46,6 +46,7 @@ from toolcalls.remote.clients import (
     http_post,
     mcp_call_tool,
     mcp_list_tools,
+    served_by_name,
 )
 from toolcalls.remote.models import RemoteServer, RemoteTool
 from toolcalls.remote.services import remote_tool_observe, server_address
@@ -215,7 +216,7 @@ def _still_pinned(tool: RemoteTool, ctx: ToolContext, arguments: Mapping[str, An
         listing = mcp_list_tools(server_address(tool.server), timeout_s=_timeout_s(tool))
     except Exception:  # the call itself checks again and says why it could not run
         return
-    served = next((t for t in listing if t.name == tool.remote_name), None)
+    served = served_by_name(listing).get(tool.remote_name)
     if not _as_pinned(tool, served):
         raise _changed(tool, served, "APPROVAL_STALE")
 
