@@ -384,16 +384,22 @@ def turn_latency(world: World, sizes: Sizes) -> Figures:
     return {"turn_ms_p50": percentile(times, 50), "turn_ms_p99": percentile(times, 99)}
 
 
+#: The refund's figures (``refund_<part>_ms_p50``): the whole, and its three parts.
+_REFUND_PARTS = ("op", "parked", "decide", "finish")
+
+
 def refund(world: World, sizes: Sizes) -> Figures:
     """The bundled refund scenario end to end, one at a time: start → parked → approved with
     ``approval_decide`` as soon as it parks → COMPLETED. Each refund has its own order, so none
-    is answered from another's idempotency record.
+    is answered from another's idempotency record. Beside the whole (``refund_op_ms_p50``), its
+    three parts: start to parked (three model turns, two calls), the decision in this process,
+    and the decision's commit to COMPLETED (the resume, the refund's call and the last turn).
 
     Resume latency comes from the audit trail: the decision event's time to the call's
     APPROVED → EXECUTING event (both stamped inside their transactions, so the decision's commit
     and the wake-up's trip through Redis fall inside the interval).
     """
-    totals: list[float] = []
+    parts: dict[str, list[float]] = {f"refund_{name}_ms_p50": [] for name in _REFUND_PARTS}
     approvals: list[ApprovalRequest] = []
     for number in range(sizes.refund_operations):
         order_id = f"ORD-{900000 + number}"
@@ -403,18 +409,24 @@ def refund(world: World, sizes: Sizes) -> Figures:
         state = _wait_state(operation.pk, {OperationState.WAITING_APPROVAL})
         if state != OperationState.WAITING_APPROVAL:
             raise RuntimeError(f"refund {operation.public_id} ended {state} before its approval")
+        parked = time.perf_counter()
         approval = ApprovalRequest.objects.get(operation=operation, state=ApprovalState.PENDING)
         approval_decide(approval_pk=approval.pk, actor=world.operator, approve=True)
+        decided = time.perf_counter()
         state = _wait_state(operation.pk, _DONE)
-        totals.append((time.perf_counter() - started) * 1000)
+        done = time.perf_counter()
         if state != OperationState.COMPLETED:
             raise RuntimeError(f"refund {operation.public_id} ended {state}")
+        spans = {"op": (started, done), "parked": (started, parked)}
+        spans |= {"decide": (parked, decided), "finish": (decided, done)}
+        for name, (begin, end) in spans.items():
+            parts[f"refund_{name}_ms_p50"].append((end - begin) * 1000)
         approvals.append(approval)
         if (number + 1) % 10 == 0:
             say(f"refund: {number + 1}/{sizes.refund_operations} operations")
     resumes = [_resume_ms(approval) for approval in approvals]
     return {
-        "refund_op_ms_p50": percentile(totals, 50),
+        **{name: percentile(values, 50) for name, values in parts.items()},
         "resume_ms_p50": percentile(resumes, 50),
         "resume_ms_p99": percentile(resumes, 99),
     }
@@ -455,6 +467,21 @@ def refund_statements(world: World) -> Figures:
     ]
     broker_flush()
     return {"refund_statements": counts[-1]}
+
+
+def refund_in_process(world: World, sizes: Sizes) -> Figures:
+    """The refund scenario run in this process as a worker continues it, its approval decided
+    as soon as it parks (``baseline_refund_ms_p50``): the refund's cost without the broker,
+    the worker's wake-ups and the watch between processes. Call with no worker running."""
+    totals: list[float] = []
+    for number in range(sizes.refund_operations):
+        order_id = f"ORD-{850000 + number}"
+        script = _refund_script(world, order_id)
+        started = time.perf_counter()
+        _refund_in_process(world, script, order_id)
+        totals.append((time.perf_counter() - started) * 1000)
+    broker_flush()
+    return {"baseline_refund_ms_p50": percentile(totals, 50)}
 
 
 def _refund_in_process(world: World, script: ReplayScript, order_id: str) -> None:

@@ -10,7 +10,8 @@ The reference runtime (:mod:`bench.peer`) runs before and after Callgate's phase
 table gives each ratio to it beside its target. Phases, in order, on a freshly created database
 (``bench.env``):
 
-1. in-process baseline (``turns.turn_run`` called directly), statements per turn and per refund;
+1. in-process baseline (``turns.turn_run`` called directly), statements per turn and per refund,
+   and the refund in this process as a worker continues it;
 2. one worker: turn latency, operations one at a time; the refund scenario with its approval
    decided as soon as it parks, and the resume latency;
 3. one fresh worker: throughput over many concurrent operations, then its RSS;
@@ -88,6 +89,8 @@ def main() -> int:
     notes["queries_per_cycle"] = "an operation's statements / its turns (calls included)"
     figures.update(phases.refund_statements(world))
     notes["refund_statements"] = "one refund, start to COMPLETED; handlers' own not counted"
+    figures.update(phases.refund_in_process(world, sizes))
+    notes["baseline_refund_ms_p50"] = "a refund in this process, as a worker continues it"
 
     phases.say("phase 2/6: one worker, one operation at a time")
     with workers.Workers(1) as one:
@@ -96,6 +99,9 @@ def main() -> int:
         figures.update(phases.refund(world, sizes))
     notes["turn_ms_p50"] = "inside the worker: (claim +) request + record"
     notes["refund_op_ms_p50"] = f"{sizes.refund_operations} refunds, start to COMPLETED"
+    notes["refund_parked_ms_p50"] = "start -> WAITING_APPROVAL seen here"
+    notes["refund_decide_ms_p50"] = "approval_decide in this process"
+    notes["refund_finish_ms_p50"] = "decided -> COMPLETED seen here"
     notes["resume_ms_p50"] = "decision event -> APPROVED->EXECUTING event"
 
     phases.say("phase 3/6: throughput, one worker")
