@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from django.core.exceptions import ValidationError
@@ -77,10 +77,32 @@ def cursor_after(row: Model, keys: Sequence[Key]) -> str:
 
 
 def _decode(cursor: str, length: int) -> list[Any] | None:
+    """The ``length`` values of ``cursor``, or ``None`` for a damaged one: anything but what
+    :func:`cursor_after` writes and the database can compare (a time without its offset or
+    beyond the calendar once in UTC, a whole number beyond 64 bits, text with NUL or an
+    unpaired surrogate)."""
     try:
         tagged = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        values = [datetime.fromisoformat(v) if tag == "t" else v for tag, v in tagged]
-    except (ValueError, TypeError):
+        values = [_moment(v) if tag == "t" else v for tag, v in tagged]
+    except (ValueError, TypeError, OverflowError):
         return None
-    valid = all(isinstance(v, datetime | str | int) and not isinstance(v, bool) for v in values)
+    valid = all(_comparable(value) for value in values)
     return values if valid and len(values) == length else None
+
+
+def _moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError("a cursor's time has its offset")
+    moment.astimezone(UTC)  # OverflowError past the calendar's ends
+    return moment
+
+
+def _comparable(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    if isinstance(value, str):
+        return "\x00" not in value and value.encode(errors="replace").decode() == value
+    return isinstance(value, datetime)
