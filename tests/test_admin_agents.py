@@ -13,6 +13,7 @@ from django.test import Client
 
 from tests.factories import OperationFactory, TenantFactory, UserFactory
 from tests.test_admin import change_url, superuser, url
+from toolcalls import catalogue
 from toolcalls.actors import Actor
 from toolcalls.models import AgentProfile, AgentRevision, Tenant
 from toolcalls.services.agents import agent_create
@@ -76,6 +77,8 @@ def test_a_superuser_creates_an_agent_and_each_change_is_a_new_revision(
 def test_a_bad_definition_is_a_form_error(superuser: Client, tenant: Tenant) -> None:
     for fields, field in [
         ({"tools": json.dumps(["launch_rocket"])}, "tools"),
+        ({"tools": json.dumps([1])}, "tools"),
+        ({"tools": json.dumps([None, "get_order"])}, "tools"),
         ({"settings": json.dumps({"colour": "blue"})}, "settings"),
         (
             {"approval_overrides": json.dumps({"get_order": {"policy": "never"}})},
@@ -88,6 +91,16 @@ def test_a_bad_definition_is_a_form_error(superuser: Client, tenant: Tenant) -> 
         assert response.status_code == 200
         assert field in response.context["adminform"].form.errors, fields
     assert not AgentProfile.objects.exists()
+
+
+def test_the_add_form_starts_blank_and_saves_as_shown(superuser: Client, tenant: Tenant) -> None:
+    form = superuser.get(url(AgentProfile, "add")).context["adminform"].form
+    shown = {name: form[name].value() for name in ("tools", "settings", "budgets")}
+    assert shown == {"tools": "", "settings": "{}", "budgets": "{}"}
+    body = _form(tenant=tenant.pk, name="refunds") | shown
+    response = superuser.post(url(AgentProfile, "add"), body)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert AgentProfile.objects.get().revisions.get().tool_names == catalogue.tool_names(tenant)
 
 
 def test_revisions_are_read_only_and_staff_see_only_their_tenants_agents(

@@ -94,6 +94,10 @@ class ExactJsonField(forms.JSONField):
     def bound_data(self, data: Any, initial: Any) -> Any:
         return None if data is None else InvalidJSONInput(data)
 
+    def prepare_value(self, value: Any) -> Any:
+        """Nothing yet shows as blank (which reads as an empty one), not ``null``."""
+        return "" if value is None else super().prepare_value(value)
+
 
 class TenantForm(forms.ModelForm):
     class Meta:

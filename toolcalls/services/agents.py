@@ -64,7 +64,10 @@ def agent_definition_check(*, tenant: Tenant, definition: AgentDefinition) -> Ag
     model = definition.get("model", "")
     if not isinstance(model, str) or not 0 < len(model) <= 100:
         raise _invalid("model", "name the model, in at most 100 characters")
-    names = tool_names_check(tenant, definition.get("tool_names"))
+    asked = definition.get("tool_names")
+    if asked is not None and not all(isinstance(name, str) for name in asked):
+        raise _invalid("tools", "name each tool with a JSON string")
+    names = tool_names_check(tenant, asked)
     settings = settings_check(adapter, definition.get("settings"), names).as_dict()
     budgets = dict(definition.get("budgets") or {})
     budgets_check(budgets)
