@@ -10,21 +10,37 @@ from functools import cache
 #: U+200B, word joiner U+2060, byte-order mark U+FEFF, Mongolian vowel separator U+180E, bidi
 #: marks), which ``str.strip`` keeps.
 _INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+#: Code points outside those categories that show nothing either: the rest of Unicode's
+#: Default_Ignorable_Code_Point (DerivedCoreProperties.txt: the combining grapheme joiner
+#: U+034F, the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the Khmer inherent vowels,
+#: variation selectors, and the code points reserved as ignorable) and the blank Braille
+#: pattern U+2800.
+_BLANK_RANGES = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180D), (0x180F, 0x180F),
+    (0x2065, 0x2065), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+_BLANK = frozenset(code for first, last in _BLANK_RANGES for code in range(first, last + 1))
+
+
+def _shows_nothing(char: str) -> bool:
+    return unicodedata.category(char) in _INVISIBLE or ord(char) in _BLANK
 
 
 def visible(text: str) -> bool:
-    """Whether ``text`` holds a character other than white space, controls and format
-    characters. Text that may not be blank must (a denial's reason: a model told "Reason: "
-    and a zero-width space was told nothing)."""
-    return any(unicodedata.category(char) not in _INVISIBLE for char in text)
+    """Whether ``text`` holds a character other than white space, controls, format characters
+    and the others that show nothing (:data:`_BLANK`). Text that may not be blank must (a
+    denial's reason: a model told "Reason: " and a zero-width space, or a Hangul filler, was
+    told nothing)."""
+    return not all(_shows_nothing(char) for char in text)
 
 
 def plain(text: str) -> bool:
     """Whether every character of ``text`` shows, plain spaces (U+0020) aside: no other white
-    space, control or format character. A name shown on one line must be: with a zero-width
-    space (U+200B) inside, ``billing`` would look like another ``billing``, and a tab or a line
-    feed would break a listing's columns."""
-    return all(char == " " or unicodedata.category(char) not in _INVISIBLE for char in text)
+    space, control, format character or other that shows nothing. A name shown on one line
+    must be: with a zero-width space (U+200B) inside, ``billing`` would look like another
+    ``billing``, and a tab or a line feed would break a listing's columns."""
+    return all(char == " " or not _shows_nothing(char) for char in text)
 
 
 @cache
@@ -34,7 +50,7 @@ def visible_pattern() -> str:
     the few format characters there, such as the tags U+E0020 to U+E007F, are not in it)."""
     ranges: list[list[int]] = []
     for code in range(0x10000):
-        if unicodedata.category(chr(code)) in _INVISIBLE:
+        if _shows_nothing(chr(code)):
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1][1] = code
             else:

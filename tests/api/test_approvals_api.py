@@ -259,7 +259,8 @@ def test_approving_what_the_tools_precondition_refuses_is_409_and_decides_nothin
 def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:
     operation_id, approval = _parked(requester, "refund_deny")
     error_of(_decide(operator, approval["id"], decision="deny"), 400, "reason_required")
-    for invisible in ("  ", "\u200b", "\u2060", "\ufeff", "\u180e", "\u200b \u2060"):
+    blanks = ("\u2800\u3164", "\u115f\u1160", "\u034f\ufe0f", "\U000e0100")
+    for invisible in ("  ", "\u200b", "\u2060", "\ufeff", "\u180e", "\u200b \u2060", *blanks):
         response = _decide(operator, approval["id"], decision="deny", reason=invisible)
         error_of(response, 400, "reason_required")
     error = error_of(

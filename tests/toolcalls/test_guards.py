@@ -107,7 +107,7 @@ def test_extension_refusals(demo) -> None:
         with pytest.raises(EscalationError) as exc:
             operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets=budgets)
         assert exc.value.code == code
-    for blank in (" ", "\u200b", "\ufeff\u2060"):
+    for blank in (" ", "\u200b", "\ufeff\u2060", "\u2800", "\u3164 \uffa0"):
         with pytest.raises(EscalationError, match="say why"):
             operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason=blank)
     operation_extend(
