@@ -10,6 +10,7 @@ from django import forms
 
 from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.states import ApprovalState
+from toolcalls.console.forms import FilterForm
 from toolcalls.registry import RISKS
 from toolcalls.typed_json import typed_json
 
@@ -64,7 +65,7 @@ class _RawCheckbox(forms.CheckboxInput):
         return data.get(name, "")
 
 
-class QueueFilterForm(forms.Form):
+class QueueFilterForm(FilterForm):
     """Filters and order of the approval queue (GET); every control has a visible label."""
 
     tool = forms.ChoiceField(required=False, label="Tool")
@@ -100,14 +101,13 @@ class QueueFilterForm(forms.Form):
 
     def __init__(self, *args: Any, tools: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        tool, tenant = self.fields["tool"], self.fields["tenant"]
-        assert isinstance(tool, forms.ChoiceField) and isinstance(tenant, forms.ChoiceField)
-        tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
-        tenant.choices = [("", "any tenant"), *[(slug, slug) for slug in tenants]]
+        self.offer("tool", anything="any tool", values=tools)
+        self.offer("tenant", anything="any tenant", values=tenants)
 
     def filters(self) -> QueueFilters:
-        """The valid filters (an invalid form filters nothing), amounts in cents."""
-        data = self.cleaned_data if self.is_valid() else {}
+        """The valid filters (:meth:`~toolcalls.console.forms.FilterForm.applied`), amounts
+        in cents."""
+        data = self.applied()
         return QueueFilters(
             tool=data.get("tool", ""),
             risk=data.get("risk", ""),
@@ -124,7 +124,7 @@ def _cents(amount: Decimal | None) -> int | None:
     return None if amount is None else int(amount * 100)
 
 
-class DecisionFilterForm(forms.Form):
+class DecisionFilterForm(FilterForm):
     """Filters of the decisions history (GET)."""
 
     state = forms.ChoiceField(
@@ -137,12 +137,11 @@ class DecisionFilterForm(forms.Form):
 
     def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        tool = self.fields["tool"]
-        assert isinstance(tool, forms.ChoiceField)
-        tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
+        self.offer("tool", anything="any tool", values=tools)
 
     def filters(self) -> DecisionFilters:
-        data = self.cleaned_data if self.is_valid() else {}
+        """The valid filters (:meth:`~toolcalls.console.forms.FilterForm.applied`)."""
+        data = self.applied()
         return DecisionFilters(
             state=data.get("state", ""),
             tool=data.get("tool", ""),

@@ -25,7 +25,7 @@ from approvals.services import (
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
-from toolcalls.models import Tenant
+from toolcalls.selectors import filter_choices
 
 DECISIONS = ("approve", "deny")
 
@@ -52,8 +52,8 @@ def _pretty(canonical: str) -> str:
 
 
 def _queue_form(request: AuthenticatedHttpRequest, data: Any) -> QueueFilterForm:
-    tenants = list(Tenant.objects.filter(members=request.user).values_list("slug", flat=True))
-    return QueueFilterForm(data or None, tools=registry.names(), tenants=tenants)
+    choices = filter_choices(user=request.user)
+    return QueueFilterForm(data or None, tools=choices.tools, tenants=choices.tenants)
 
 
 @login_required
@@ -70,7 +70,7 @@ def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 def decisions(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Who decided what, when, with what reason: newest first, keyset-paged."""
-    form = DecisionFilterForm(request.GET or None, tools=registry.names())
+    form = DecisionFilterForm(request.GET or None, tools=filter_choices(user=request.user).tools)
     filters = form.filters()
     page = selectors.approvals_decided(
         user=request.user, filters=filters, cursor=request.GET.get("after")

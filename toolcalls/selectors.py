@@ -22,7 +22,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Concat
 
-from toolcalls import catalogue
+from toolcalls import catalogue, registry
 from toolcalls.actors import Actor
 from toolcalls.envelopes import is_error
 from toolcalls.guards import GUARDS, cost_micros
@@ -62,6 +62,28 @@ def principal_names(rows: QuerySet[Any], **fields: str) -> QuerySet[Any]:
             output_field=CharField(),
         )
     return rows.annotate(**names)
+
+
+@dataclass(frozen=True)
+class FilterChoices:
+    """What the console's list filters offer: the slugs of the user's ``tenants`` and the
+    ``tools`` their history may name (both sorted)."""
+
+    tenants: list[str]
+    tools: list[str]
+
+
+def filter_choices(*, user: User) -> FilterChoices:
+    """The user's tenants and every tool name their calls and approvals may hold: each deployed
+    tool (the registry's, enabled for a tenant or not) and each remote tool of those tenants on
+    record, enabled or not, since a call or approval made while it was enabled keeps its name.
+    One query, whatever the number of tenants and tools."""
+    rows = list(Tenant.objects.filter(members=user).values_list("slug", "remote_tools__name"))
+    remote = {name for _slug, name in rows if name is not None}
+    return FilterChoices(
+        tenants=sorted({slug for slug, _name in rows}),
+        tools=sorted({*registry.names(), *remote}),
+    )
 
 
 def tool_catalogues(*, user: User) -> list[tuple[Tenant, list[catalogue.Entry]]]:

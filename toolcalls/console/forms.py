@@ -64,7 +64,34 @@ class ResolveForm(forms.Form):
         return value
 
 
-class OperationFilterForm(forms.Form):
+class FilterForm(forms.Form):
+    """A list's filters (GET), applied field by field: each field that validates filters the
+    list, each that does not is ignored. The ignored fields keep their errors (the page names
+    them by label) and are shown blank, so the form shows exactly the filters applied."""
+
+    def applied(self) -> dict[str, Any]:
+        """The cleaned values of the fields that validated (``{}`` for an unbound form)."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        return self.cleaned_data
+
+    def offer(self, name: str, *, anything: str, values: list[str]) -> None:
+        """Give choice field ``name`` the choices ``values``, after a blank one labelled
+        ``anything`` (no filter)."""
+        field = self.fields[name]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", anything), *[(value, value) for value in values]]
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if self.is_bound and self.errors:
+            # Rendered from what was sent, an ignored field would show a filter not applied.
+            # Each filter takes one value (the last sent, as a widget reads a query string).
+            self.data = {name: self.data[name] for name in self.data if name not in self.errors}
+
+
+class OperationFilterForm(FilterForm):
     """Filters of the operations list (GET); dates are days in the viewer's time zone."""
 
     state = forms.ChoiceField(
@@ -89,9 +116,7 @@ class OperationFilterForm(forms.Form):
 
     def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        tool = self.fields["tool"]
-        assert isinstance(tool, forms.ChoiceField)
-        tool.choices = [("", "any tool"), *[(name, name) for name in tools]]
+        self.offer("tool", anything="any tool", values=tools)
 
     def clean_created_from(self) -> date | None:
         return _searchable(self.cleaned_data["created_from"], _day_start)
@@ -100,9 +125,9 @@ class OperationFilterForm(forms.Form):
         return _searchable(self.cleaned_data["created_to"], _day_end)
 
     def filters(self) -> OperationFilters:
-        """The valid filters (an invalid form filters nothing); "to" includes its whole day.
-        The dates bound ``created_at`` as UTC instants."""
-        data = self.cleaned_data if self.is_valid() else {}
+        """The valid filters (:meth:`FilterForm.applied`); "to" includes its whole day. The
+        dates bound ``created_at`` as UTC instants."""
+        data = self.applied()
         start, end = data.get("created_from"), data.get("created_to")
         return OperationFilters(
             state=data.get("state", ""),
@@ -114,9 +139,8 @@ class OperationFilterForm(forms.Form):
         )
 
     def query(self) -> dict[str, str]:
-        """The filters as query-string parameters (for links to the next page)."""
-        data = self.cleaned_data if self.is_valid() else {}
-        return {name: str(value) for name, value in data.items() if value}
+        """The valid filters as query-string parameters (for links to the next page)."""
+        return {name: str(value) for name, value in self.applied().items() if value}
 
 
 def _day_start(day: date) -> datetime:

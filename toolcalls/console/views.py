@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.selectors import approvals_currency, operation_approvals
-from toolcalls import registry, selectors
+from toolcalls import selectors
 from toolcalls.actors import Actor
 from toolcalls.console.diagram import operation_diagram
 from toolcalls.console.forms import (
@@ -76,7 +76,9 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
 @login_required
 def operations(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Every operation of the user's tenants, newest first, filtered and keyset-paged."""
-    form = OperationFilterForm(request.GET or None, tools=registry.names())
+    form = OperationFilterForm(
+        request.GET or None, tools=selectors.filter_choices(user=request.user).tools
+    )
     page = selectors.operations_list(
         user=request.user, filters=form.filters(), cursor=request.GET.get("after")
     )
