@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -17,6 +18,7 @@ from approvals import selectors
 from approvals.forms import BulkDecisionForm, DecisionFilterForm, DecisionForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.services import (
+    DECIDE_PERMISSION,
     ApprovalError,
     approval_decide,
     approvals_decide_each,
@@ -25,6 +27,7 @@ from approvals.services import (
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.console.http import AuthenticatedHttpRequest, id_or_404, refusals_shown
+from toolcalls.keyset import Page
 from toolcalls.selectors import filter_choices
 
 DECISIONS = ("approve", "deny")
@@ -56,14 +59,36 @@ def _queue_form(request: AuthenticatedHttpRequest, data: Any) -> QueueFilterForm
     return QueueFilterForm(data or None, tools=choices.tools, tenants=choices.tenants)
 
 
+def _pickable(
+    request: AuthenticatedHttpRequest, page: Page[ApprovalRequest], now: datetime
+) -> set[str]:
+    """Public IDs of the queue rows a user who may decide can tick for a bulk decision: those
+    neither their own request nor past their expiry at ``now``. The queue holds only pending,
+    unsuperseded approvals of the user's tenants; the bulk decision checks each again."""
+    user_pk = request.user.pk
+    return {a.public_id for a in page.rows if a.requested_by_id != user_pk and a.expires_at > now}
+
+
 @login_required
 def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The pending approvals, filtered and sorted; the decide controls (ticks, bulk buttons,
+    the approve/deny keys) only for users who may decide."""
     form = _queue_form(request, request.GET)
     filters = form.filters()
     page = selectors.approvals_queue(
         user=request.user, filters=filters, cursor=request.GET.get("after")
     )
-    context = {"form": form, "page": page, "filters": filters.query(), "now": timezone.now()}
+    now = timezone.now()
+    # The permission decision_refusal checks first: without it every decision is refused.
+    can_decide = request.user.has_perm(DECIDE_PERMISSION)
+    context = {
+        "form": form,
+        "page": page,
+        "filters": filters.query(),
+        "now": now,
+        "can_decide": can_decide,
+        "pickable": _pickable(request, page, now) if can_decide else set(),
+    }
     return render(request, "approvals/queue.html", context)
 
 
