@@ -38,6 +38,7 @@ from toolcalls.services.results import (
 from toolcalls.services.transitions import call_transition
 from toolcalls.services.unit import Step, call_step, lease_clear, lease_held, lease_take
 from toolcalls.states import OPERATION_TERMINAL, AuditKind, CallState, OperationState
+from toolcalls.storage import storable
 
 #: Run inside the claim transaction with the rows locked; returns (error code, message) to
 #: reject the call instead of running it, or ``None``.
@@ -272,5 +273,5 @@ def _envelope(
     if outcome.kind == "ok":
         return success_envelope(spec, outcome.data)
     assert outcome.tool_error is not None, "lost runs are settled by settle_lost_call"
-    exc = outcome.tool_error
-    return CallState.FAILED, error(exc.code, exc.message), exc.audit
+    exc = outcome.tool_error  # its text may come from a remote tool: stored as it can be
+    return CallState.FAILED, error(storable(exc.code), storable(exc.message)), storable(exc.audit)

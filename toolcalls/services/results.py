@@ -33,6 +33,7 @@ from toolcalls.services.scheduling import call_set_start_ready
 from toolcalls.services.transitions import call_transition, operation_transition
 from toolcalls.services.unit import Step
 from toolcalls.states import CALL_FINISHED, OPERATION_TERMINAL, CallState, OperationState
+from toolcalls.storage import storable
 
 
 class BindingMismatch(CallgateError):
@@ -289,17 +290,21 @@ def _verify(*, operation: Operation, turn: ModelTurn, call: ToolCall) -> None:
 def success_envelope(spec: ToolSpec, data: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(state, model_result, audit) for a handler's ``data``, held to the tool's result-size
     limit (bytes of canonical JSON): a larger result is truncated to a marked preview, or
-    rejected (``RESULT_TOO_LARGE``); a result that is not plain JSON fails (``TOOL_FAILED``)."""
+    rejected (``RESULT_TOO_LARGE``); a result that is not plain JSON fails (``TOOL_FAILED``).
+    NUL and unpaired surrogates in its strings, which PostgreSQL cannot store, become U+FFFD
+    (audited as ``replaced``): the tool did its work, and its result says so."""
     limit = spec.max_result_bytes or settings.CALLGATE_MAX_RESULT_BYTES
+    stored = storable(data)
+    replaced = {"replaced": "NUL or unpaired surrogates, by U+FFFD"} if stored != data else {}
     try:
-        text = canonical_json(data).decode()
+        text = canonical_json(stored).decode()
     except (ValueError, TypeError, RecursionError) as exc:
         message = "The tool returned a result that is not plain JSON."
         return CallState.FAILED, error(ErrorCode.TOOL_FAILED, message), {"detail": str(exc)}
     size = len(text.encode())
     if size <= limit:
-        return CallState.SUCCEEDED, ok(json.loads(text)), {}
-    audit = {"result_bytes": size, "limit_bytes": limit}
+        return CallState.SUCCEEDED, ok(json.loads(text)), replaced
+    audit = {"result_bytes": size, "limit_bytes": limit, **replaced}
     if spec.oversize == "reject":
         message = f"The result was {size} bytes, over the limit of {limit} bytes."
         return CallState.FAILED, error(ErrorCode.RESULT_TOO_LARGE, message), audit
