@@ -116,7 +116,9 @@ def _queue_rows(user: User, filters: QueueFilters) -> QuerySet[ApprovalRequest]:
     # The operation is joined for its state only: its row (the whole conversation) is not read.
     rows = _pending(user).select_related("tenant")
     rows = principal_names(rows, requested_by_name="requested_by")
-    rows = rows.annotate(sort_amount=AMOUNT, risk_rank=RISK_RANK)
+    rows = rows.annotate(
+        sort_amount=AMOUNT, risk_rank=RISK_RANK, started_by_id=F("operation__started_by")
+    )
     exact = {"tool_name": filters.tool, "risk": filters.risk, "tenant__slug": filters.tenant}
     rows = rows.filter(**{field: value for field, value in exact.items() if value})
     if filters.requester:
@@ -148,6 +150,7 @@ def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) 
         _queue_rows(user, filters)
         .exclude(pk=after.pk)
         .exclude(requested_by=user)
+        .exclude(operation__started_by=user)
         .filter(expires_at__gt=timezone.now())
     )
     return rows.order_by(*ordering(keys)).values_list("public_id", flat=True).first()

@@ -231,6 +231,9 @@ def decision_refusal(
     if approval.requested_by_id == user.pk:
         message = "You requested this call; another operator must decide it."
         return ApprovalError("self_approval", message)
+    if approval.operation.started_by_id == user.pk:
+        message = "You started this operation (a fork); another operator must decide its calls."
+        return ApprovalError("self_approval", message)
     return None
 
 

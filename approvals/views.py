@@ -59,14 +59,19 @@ def _queue_form(request: AuthenticatedHttpRequest, data: Any) -> QueueFilterForm
     return QueueFilterForm(data or None, tools=choices.tools, tenants=choices.tenants)
 
 
-def _pickable(
-    request: AuthenticatedHttpRequest, page: Page[ApprovalRequest], now: datetime
-) -> set[str]:
-    """Public IDs of the queue rows a user who may decide can tick for a bulk decision: those
-    neither their own request nor past their expiry at ``now``. The queue holds only pending,
-    unsuperseded approvals of the user's tenants; the bulk decision checks each again."""
+def _mine(request: AuthenticatedHttpRequest, page: Page[ApprovalRequest]) -> set[str]:
+    """Public IDs of the queue rows the user may not decide for being theirs: their own
+    request, or an operation they forked (``started_by_id``, as ``decision_refusal`` says)."""
     user_pk = request.user.pk
-    return {a.public_id for a in page.rows if a.requested_by_id != user_pk and a.expires_at > now}
+    forked = {a.public_id for a in page.rows if a.started_by_id == user_pk}  # type: ignore[attr-defined]
+    return forked | {a.public_id for a in page.rows if a.requested_by_id == user_pk}
+
+
+def _pickable(page: Page[ApprovalRequest], mine: set[str], now: datetime) -> set[str]:
+    """Public IDs of the queue rows a user who may decide can tick for a bulk decision: those
+    neither theirs (``mine``) nor past their expiry at ``now``. The queue holds only pending,
+    unsuperseded approvals of the user's tenants; the bulk decision checks each again."""
+    return {a.public_id for a in page.rows if a.public_id not in mine and a.expires_at > now}
 
 
 @login_required
@@ -81,13 +86,15 @@ def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     now = timezone.now()
     # The permission decision_refusal checks first: without it every decision is refused.
     can_decide = request.user.has_perm(DECIDE_PERMISSION)
+    mine = _mine(request, page)
     context = {
         "form": form,
         "page": page,
         "filters": filters.query(),
         "now": now,
         "can_decide": can_decide,
-        "pickable": _pickable(request, page, now) if can_decide else set(),
+        "mine": mine,
+        "pickable": _pickable(page, mine, now) if can_decide else set(),
     }
     return render(request, "approvals/queue.html", context)
 

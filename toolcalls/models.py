@@ -199,6 +199,16 @@ class Operation(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
     )
+    started_by = models.ForeignKey(  # indexed where set: operation_started_by
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        help_text="Who started it for its requester (a fork's author); may not decide its "
+        "approvals either.",
+    )
     family = models.CharField(max_length=40)
     model = models.CharField(max_length=100)
 
@@ -315,6 +325,12 @@ class Operation(models.Model):
             models.Index(
                 fields=["tenant", "subject_ref", "-created_at", "-id"],
                 name="operation_tenant_subject",
+            ),
+            # A user's deletion looks here; set on forks only, so steps rarely write it.
+            models.Index(
+                fields=["started_by"],
+                name="operation_started_by",
+                condition=models.Q(started_by__isnull=False),
             ),
         ]
 

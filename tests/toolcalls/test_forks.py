@@ -7,15 +7,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.services import approval_decide
+from approvals.services import ApprovalError, approval_decide
 from providers.families import ADAPTERS
-from tests.api.support import READ, WRITE, error_of, keyed_client, post
+from tests.api.support import DECIDE, READ, WRITE, error_of, keyed_client, post
 from tests.engine import bundled_replies, operator, start_family
+from tests.factories import UserFactory
 from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry, RefundDraft
 from toolcalls.models import Operation
@@ -42,6 +44,14 @@ def _refunded(demo, family: str) -> Operation:  # type: ignore[no-untyped-def]
 def _approve(operation: Operation) -> None:
     approval = operation.approvals.get()
     approval_decide(approval_pk=approval.pk, actor=operator(), approve=True)
+
+
+def _other_operator(demo):  # type: ignore[no-untyped-def]
+    """An operator of the demo tenant who neither requested nor forked anything."""
+    user = UserFactory.create(username="operator2")
+    user.groups.add(Group.objects.get(name="operators"))
+    demo.tenant.members.add(user)
+    return user
 
 
 def _proposing(operation: Operation, tool: str) -> int:
@@ -135,6 +145,28 @@ def test_the_api_forks_an_operation_of_the_key_tenant(demo, eager_tasks) -> None
     error_of(post(reader, path, {"from_turn": 0}), 403, "forbidden")
 
 
+def test_who_forks_an_operation_may_not_decide_its_approvals(demo, eager_tasks) -> None:
+    original = _refunded(demo, "openai_responses")
+    draft_turn = _proposing(original, "create_refund_draft")
+    fork = operation_fork(
+        operation_pk=original.pk, from_turn=draft_turn, actor=FORKER, author=operator()
+    )
+    approval = fork.approvals.get()
+    assert fork.started_by == operator()
+    with pytest.raises(ApprovalError) as refused:
+        approval_decide(approval_pk=approval.pk, actor=operator(), approve=True)
+    assert refused.value.code == "self_approval"
+    client, key = keyed_client(demo.tenant, READ, WRITE, DECIDE, name="billing")
+    response = post(client, f"/operations/{original.public_id}/fork", {"from_turn": draft_turn})
+    forked = Operation.objects.get(public_id=response.json()["id"])
+    assert forked.started_by == key.service_user
+    decision = {"decision": "approve"}
+    path = f"/approvals/{forked.approvals.get().public_id}/decide"
+    error_of(post(client, path, decision), 403, "self_approval")
+    approval.refresh_from_db()
+    assert approval.state == "PENDING"
+
+
 def test_the_console_forks_from_a_turn(demo, eager_tasks) -> None:
     original = _refunded(demo, "gemini_generate")
     console = Client()
@@ -149,7 +181,11 @@ def test_the_console_forks_from_a_turn(demo, eager_tasks) -> None:
     assert fork.events.get(kind=AuditKind.OPERATION_CREATED).actor == "user:operator"
     shown = console.get(response["Location"])
     assert original.public_id.encode() in shown.content and b"Forked from" in shown.content
-    _approve(fork)  # the submit, asked again, is answered from the original's record
+    queue = console.get(reverse("approvals:queue")).content.decode()
+    assert "your fork: another operator decides" in queue  # who forked it may not decide it
+    assert f'value="{fork.approvals.get().public_id}"' not in queue
+    # The submit, asked again, is answered from the original's record.
+    approval_decide(approval_pk=fork.approvals.get().pk, actor=_other_operator(demo), approve=True)
     settled = original.calls.get(tool_name="submit_refund").public_id
     timeline = console.get(response["Location"]).content.decode()
     assert f"<span>settled by</span> {settled}" in timeline

@@ -777,6 +777,7 @@ class OperationForkView(ApiView):
             operation_pk=operation.pk,
             from_turn=body["from_turn"],
             actor=self.actor(),
+            author=self.key().service_user,
             model=body.get("model"),
             agent=agent,
         )

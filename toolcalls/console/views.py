@@ -210,6 +210,7 @@ def operation_fork_view(request: AuthenticatedHttpRequest, public_id: str) -> Ht
         operation_pk=operation.pk,
         from_turn=turn,
         actor=Actor.user(request.user),
+        author=request.user,
         model=form.cleaned_data["model"] or None,
     )
     return _done(request, fork, f"Forked from turn {turn} of {operation.public_id}.")

@@ -17,6 +17,8 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from toolcalls.actors import Actor
 from toolcalls.models import AgentRevision, Operation
 from toolcalls.services.operations import Fork, OperationError, operation_start
@@ -27,13 +29,16 @@ def operation_fork(
     operation_pk: int,
     from_turn: int,
     actor: Actor,
+    author: User | None = None,
     model: str | None = None,
     agent: AgentRevision | None = None,
 ) -> Operation:
     """Start a fork of operation ``operation_pk`` from its turn ``from_turn`` (a turn index, as
-    ``ModelTurn.index``); returns the new PENDING operation. It runs as the original did
-    (:func:`_configuration`): with ``model`` instead of the original's model when given, or
-    with agent revision ``agent`` instead of the original's configuration. Raises
+    ``ModelTurn.index``) for ``author`` (the user forking it, or the API key's service user;
+    ``actor`` in the audit trail; ``None`` from the command line), who may not decide its
+    approvals, as its requester may not; returns the new PENDING operation. It runs as the
+    original did (:func:`_configuration`): with ``model`` instead of the original's model when
+    given, or with agent revision ``agent`` instead of the original's configuration. Raises
     ``Operation.DoesNotExist`` and :class:`OperationError`: ``unknown_turn``,
     ``bodies_pruned``, ``agent_conflict`` (``model`` with an agent revision), or any code of
     ``operation_start`` (a tool the original offered that its tenant no longer has, settings
@@ -54,7 +59,7 @@ def operation_fork(
         messages=original.messages,
         metadata=original.metadata,
         actor=actor,
-        fork=Fork(operation=original, turn=from_turn, conversation=conversation),
+        fork=Fork(operation=original, turn=from_turn, conversation=conversation, author=author),
         **_configuration(original, model, agent),
     )
 

@@ -44,11 +44,13 @@ class OperationError(CallgateError):
 class Fork:
     """Where a forked operation starts (:func:`toolcalls.services.forks.operation_fork`): turn
     ``turn`` (its index) of ``operation``, with the ``conversation`` that turn's request
-    carried (provider-native items)."""
+    carried (provider-native items); ``author``, the user who forked it, if one did
+    (``Operation.started_by``: may not decide its approvals, as its requester may not)."""
 
     operation: Operation
     turn: int
     conversation: list[Any]
+    author: User | None = None
 
 
 class StartOptions(TypedDict, total=False):
@@ -420,6 +422,7 @@ def _fork(operation: Operation, fork: Fork | None) -> None:
     if fork is not None:
         operation.forked_from, operation.from_turn = fork.operation, fork.turn
         operation.conversation, operation.turn_count = fork.conversation, fork.turn
+        operation.started_by = fork.author
 
 
 def _fork_details(operation: Operation) -> dict[str, Any]:
