@@ -826,6 +826,8 @@ def test_every_error_has_the_same_details_shape(demo: DemoSeed) -> None:
     client, _ = keyed_client(demo.tenant, READ, WRITE)
     wrong_inputs = [
         get(client, "/operations", {"limit": "0"}),
+        get(client, "/operations", {"limit": "\u00b2"}),  # a digit to isdigit, not to int
+        get(client, "/operations", {"limit": "\uff11"}),  # a full-width 1
         get(client, "/operations", {"state": "bogus"}),
         get(client, "/operations", {"created_after": "yesterday"}),
         get(client, "/operations", {"metadata": "no-colon"}),

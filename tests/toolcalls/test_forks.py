@@ -140,6 +140,11 @@ def test_the_api_forks_an_operation_of_the_key_tenant(demo, eager_tasks) -> None
     error_of(post(client, path, {"from_turn": 7}), 400, "unknown_turn")
     error_of(post(client, path, {"from_turn": -1}), 400, "invalid_request")
     error_of(post(client, path, {"turn": 1}), 400, "invalid_request")
+    for model in ("../../x?y#z", "gpt 5", "x" * 101):
+        body = error_of(
+            post(client, path, {"from_turn": 0, "model": model}), 400, "invalid_request"
+        )
+        assert list(body["details"]["fields"]) == ["model"], model
     error_of(post(client, "/operations/op_nope/fork", {"from_turn": 0}), 404, "not_found")
     reader, _ = keyed_client(demo.tenant, READ, name="reader")
     error_of(post(reader, path, {"from_turn": 0}), 403, "forbidden")

@@ -683,8 +683,8 @@ class ForkSerializer(StrictSerializer):
     from_turn = serializers.IntegerField(
         min_value=0, help_text="The turn (its index, from 0) whose conversation the fork starts."
     )
-    model = serializers.CharField(
-        max_length=100,
+    model = serializers.RegexField(
+        MODEL_NAME,
         required=False,
         help_text="Another model for the fork (default: the same); not with agent.",
     )

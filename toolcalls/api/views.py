@@ -262,7 +262,7 @@ class ApiCursor(pagination.CursorPagination):
         value = request.query_params.get(self.page_size_query_param)
         if value is None:
             return self.page_size
-        if not value.isdigit() or not 1 <= int(value) <= self.max_page_size:
+        if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= self.max_page_size:
             message = f"limit must be a whole number from 1 to {self.max_page_size}."
             raise ApiError(400, "invalid_request", message, {"limit": [message]})
         return int(value)
