@@ -230,3 +230,20 @@ def test_a_fork_may_run_with_an_agent_revision(demo, eager_tasks) -> None:
     assert list(body["details"]["fields"]) == ["model"]  # as docs/api.md says
     call_command("fork_operation", original.public_id, "--from-turn", "0", "--agent", "refunds@1")
     assert Operation.objects.filter(forked_from=original, agent_revision=revision).count() == 2
+    other = agent_create(
+        tenant=demo.tenant,
+        name="claude",
+        definition={**definition, "family": "anthropic_messages", "model": "claude-x"},
+        actor=FORKER,
+    )
+    forks = Operation.objects.count()
+    with pytest.raises(OperationError, match="another API family cannot read") as refused:
+        operation_fork(operation_pk=original.pk, from_turn=1, actor=FORKER, agent=other)
+    assert refused.value.details["fields"].keys() == {"agent"}
+    body = error_of(
+        post(client, f"/operations/{original.public_id}/fork", {"from_turn": 1, "agent": "claude"}),
+        400,
+        "invalid_request",
+    )
+    assert list(body["details"]["fields"]) == ["agent"]
+    assert Operation.objects.count() == forks

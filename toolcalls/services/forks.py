@@ -40,7 +40,8 @@ def operation_fork(
     original did (:func:`_configuration`): with ``model`` instead of the original's model when
     given, or with agent revision ``agent`` instead of the original's configuration. Raises
     ``Operation.DoesNotExist`` and :class:`OperationError`: ``unknown_turn``,
-    ``bodies_pruned``, ``agent_conflict`` (``model`` with an agent revision), or any code of
+    ``bodies_pruned``, ``agent_conflict`` (``model`` with an agent revision, or an agent
+    revision of another API family than the original's conversation), or any code of
     ``operation_start`` (a tool the original offered that its tenant no longer has, settings
     the model no longer takes, a live provider's missing key).
     """
@@ -83,6 +84,12 @@ def _configuration(
     if model:
         message = f"the agent profile {revision.label} sets the model: leave the model out"
         raise OperationError("agent_conflict", message, details={"fields": {"model": [message]}})
+    if revision.family != original.family:
+        message = (
+            f"the agent profile {revision.label} runs {revision.family}; the fork goes on with "
+            f"{original.family}'s conversation, which another API family cannot read"
+        )
+        raise OperationError("agent_conflict", message, details={"fields": {"agent": [message]}})
     kept = {}
     if revision.pk == original.agent_revision_id:
         kept = {"settings": original.settings, "budgets": original.budgets}
