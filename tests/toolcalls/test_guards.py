@@ -103,7 +103,13 @@ def test_extension_refusals(demo) -> None:
     ]
     operation = start(demo, [*replies, r.final()], budgets={"max_turns": 1})
     assert operation.state == S.ESCALATED
-    for budgets, code in (({"max_turns": 1}, "still_over"), ({"max_turns": 1000}, "bad_budget")):
+    refusals = [
+        ({"max_turns": 1}, "still_over"),
+        ({"max_turns": 1000}, "bad_budget"),
+        ({"max_turns": 5, "max_tool_calls": 1}, "bad_budget"),  # lowered: would trip again
+        ({"max_turns": 5, "deadline_s": 1}, "bad_budget"),
+    ]
+    for budgets, code in refusals:
         with pytest.raises(EscalationError) as exc:
             operation_extend(operation_pk=operation.pk, actor=Actor.system("test"), budgets=budgets)
         assert exc.value.code == code

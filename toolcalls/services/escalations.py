@@ -59,7 +59,8 @@ def operation_extend(
     ``budgets`` maps guard names to new limits (may be empty to just continue after a
     no-progress or tool-call trip; the no-progress counter restarts). Raises
     :class:`EscalationError` (``not_escalated``, ``needs_resolution`` for an unknown outcome,
-    ``bad_budget``, ``still_over`` when the new limits would trip again at once).
+    ``bad_budget``, also for a budget given below the operation's, ``still_over`` when the new
+    limits would trip again at once).
     """
     with _escalated_step(operation_pk) as step:
         operation = step.operation
@@ -69,6 +70,7 @@ def operation_extend(
             )
         try:
             merged = budgets_for({**operation.budgets, **budgets})
+            _refuse_lowered(operation, budgets)
         except BudgetError as exc:
             raise EscalationError("bad_budget", exc.message, details=exc.details) from None
         _refuse_unraised(operation, merged)
@@ -83,6 +85,15 @@ def operation_extend(
         operation_transition(step, to_state=operation.resume_state, actor=actor, details=details)
         enqueue_turn(step, operation_pk=operation.pk)
     return operation
+
+
+def _refuse_lowered(operation: Operation, budgets: Mapping[str, Any]) -> None:
+    """An extension raises budgets: one given below what the operation has would trip it again
+    mid-run (or end it at once, for ``deadline_s``). Raises :class:`BudgetError`."""
+    for name, value in budgets.items():
+        if value < operation.budgets[name]:
+            current = operation.budgets[name]
+            raise BudgetError(name, f"an extension raises budgets: {name} is {current} already")
 
 
 def _refuse_unraised(operation: Operation, merged: Mapping[str, Any]) -> None:
