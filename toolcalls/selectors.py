@@ -24,7 +24,7 @@ from django.db.models.functions import Concat
 
 from toolcalls import catalogue, registry
 from toolcalls.actors import Actor
-from toolcalls.envelopes import is_error
+from toolcalls.envelopes import ErrorCode, is_error
 from toolcalls.guards import GUARDS, cost_micros
 from toolcalls.keyset import Key, Page, keyset_page
 from toolcalls.models import AuditEvent, ModelTurn, Operation, Tenant, ToolCall
@@ -245,16 +245,28 @@ class Outcome:
     effects: list[ToolCall]
 
 
+#: What only a call parked for a decision ends with.
+_DECIDED = {CallState.DENIED, CallState.EXPIRED}
+_DECISION_CODES = {ErrorCode.APPROVAL_STALE, ErrorCode.APPROVAL_EXPIRED}
+
+
+def _side_effect(operation: Operation, call: ToolCall) -> bool:
+    """Whether ``call`` was a side effect: as its tool's spec says, or, for a tool the tenant
+    no longer has (a remote tool disabled since), as the call shows it: a key reserved for its
+    effect, or a decision asked for."""
+    spec = catalogue.tool_spec(operation, call.tool_name)
+    if spec is not None:
+        return spec.has_side_effects
+    decided = call.state in _DECIDED or call.error_code in _DECISION_CODES
+    return bool(call.idempotency_key) or decided
+
+
 def operation_outcome(*, operation: Operation, turns: list[dict[str, Any]]) -> Outcome:
     """The outcome of ``operation`` from its turns as :func:`operation_turns_with_cost` gives
     them (no query)."""
     calls = [call for item in turns for call in item["calls"]]
     effects = [
-        call
-        for call in calls
-        if call.model_result is not None
-        and (spec := catalogue.tool_spec(operation, call.tool_name)) is not None
-        and spec.has_side_effects
+        call for call in calls if call.model_result is not None and _side_effect(operation, call)
     ]
     state = operation.state
     if state != OperationState.COMPLETED:
