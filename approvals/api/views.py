@@ -83,8 +83,8 @@ class ApprovalsView(_Approvals, ApiListView):
             rows = rows.filter(tool_name=params["tool"])
         if risk := choice(params, "risk", RISKS):
             rows = rows.filter(risk=risk)
-        if "operation" in params:
-            rows = rows.filter(operation__public_id=params["operation"])
+        if operation := params.get("operation"):
+            rows = rows.filter(operation__public_id=operation)
         return rows
 
     @extend_schema(

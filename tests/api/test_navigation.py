@@ -75,6 +75,7 @@ def test_approvals_filter_by_operation(client: APIClient) -> None:
     (of_second,) = _ids(get(client, "/approvals", {"operation": second}))
     assert {of_first, of_second} == set(everything)
     assert _ids(get(client, "/approvals", {"operation": "op_nope"})) == []
+    assert set(_ids(get(client, "/approvals", {"operation": ""}))) == {of_first, of_second}
     assert _ids(get(client, "/approvals", {"operation": first, "state": "DENIED"})) == []
 
 

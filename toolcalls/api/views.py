@@ -362,14 +362,16 @@ def cursor_sign(*, path: str, encoded: str, query: QueryDict | None = None) -> s
 
 def _cursor_signer(path: str, query: QueryDict | None) -> Signer:
     """The signer of ``path``'s cursors under the filters of ``query``: its parameters but
-    :data:`PAGING`, sorted by name then value (a repeated name once per value); an empty value
-    is no filter, as if not given."""
+    :data:`PAGING`, sorted by name then value (a repeated name once per value, a value given
+    twice once); an empty value is no filter, as if not given."""
     filters = sorted(
-        (name, value)
-        for name, values in (query.lists() if query else ())
-        if name not in PAGING
-        for value in values
-        if value
+        {
+            (name, value)
+            for name, values in (query.lists() if query else ())
+            if name not in PAGING
+            for value in values
+            if value
+        }
     )
     listed = f"{path}?{urlencode(filters)}" if filters else path
     return Signer(salt=f"callgate.api.cursor:{listed}")
@@ -425,8 +427,8 @@ class OperationsView(ApiListView):
             rows = rows.filter(state=state)
         if family := choice(params, "family", ADAPTERS):
             rows = rows.filter(family=family)
-        if "subject_ref" in params:
-            rows = rows.filter(subject_ref=params["subject_ref"])
+        if subject_ref := params.get("subject_ref"):
+            rows = rows.filter(subject_ref=subject_ref)
         for index, (key, value) in enumerate(_metadata_pairs(params.getlist("metadata"))):
             # A key transform, not ``metadata__<key>``: a key may hold "__" or any character.
             name = f"metadata_{index}"
