@@ -68,6 +68,10 @@ def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
     schemas = document["components"]["schemas"]
     assert schemas["OperationCreateRequest"]["properties"]["tools"]["uniqueItems"] is True
     assert schemas["ReviewRequest"]["properties"]["key_arguments"]["uniqueItems"] is True
+    assert schemas["ReviewRequest"]["properties"]["timeout_ms"]["maximum"] == 120_000
+    # Inside a body too, no other properties: a message of ``messages``, ``settings``.
+    for nested in ("MessageRequest", "SettingsRequest"):
+        assert schemas[nested]["additionalProperties"] is False, nested
 
 
 def test_a_query_parameter_is_repeatable_where_the_document_says_it_is(

@@ -116,6 +116,7 @@ def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
         ("/tools", {"name": 5}, "name"),
         ("/tools", {"url": 9}, "url"),
         ("/tools/pay/enable", {"timeout_ms": "2000"}, "timeout_ms"),
+        ("/tools/pay/enable", {"timeout_ms": 120_001}, "timeout_ms"),  # as 0 is
         ("/tools/pay/enable", {"approval_condition": 1}, "approval_condition"),
         ("/tools/pay/enable", {"key_arguments": ["order_id", 2]}, "key_arguments.1"),
         ("/tools/pay/enable", {"key_arguments": ["order_id", "order_id"]}, "key_arguments"),

@@ -22,6 +22,7 @@ from toolcalls.registry import RISKS
 from toolcalls.remote import rules
 from toolcalls.remote.models import RemoteServer, RemoteTool
 from toolcalls.remote.services import (
+    MAX_TIMEOUT_MS,
     HttpToolForm,
     Review,
     ServerForm,
@@ -99,7 +100,7 @@ class HttpToolCreateSerializer(StrictSerializer):
 
 class ReviewSerializer(StrictSerializer):
     risk = serializers.ChoiceField(choices=list(RISKS))
-    timeout_ms = serializers.IntegerField(min_value=1)
+    timeout_ms = serializers.IntegerField(min_value=1, max_value=MAX_TIMEOUT_MS)
     approval = serializers.ChoiceField(choices=RemoteTool.Approval.choices)
     approval_condition = serializers.CharField(max_length=200, required=False, default="")
     key_context = NameList(

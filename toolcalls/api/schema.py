@@ -106,15 +106,33 @@ def null_as_branch(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """Every component used as a request body takes no other properties
-    (``additionalProperties: false``), as ``StrictSerializer`` enforces."""
+    """Every component used as a request body, and every component inside one (a message of
+    ``messages``, ``settings``), takes no other properties (``additionalProperties: false``),
+    as ``StrictSerializer`` enforces."""
     schemas = result.get("components", {}).get("schemas", {})
-    for _, _, operation in operations_of(result):
-        for media in operation.get("requestBody", {}).get("content", {}).values():
-            name = media.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
-            if name in schemas:
-                schemas[name]["additionalProperties"] = False
+    waiting = [
+        media.get("schema", {})
+        for _, _, operation in operations_of(result)
+        for media in operation.get("requestBody", {}).get("content", {}).values()
+    ]
+    seen: set[str] = set()
+    while waiting:
+        name = waiting.pop().get("$ref", "").rsplit("/", 1)[-1]
+        if name in schemas and name not in seen and "properties" in schemas[name]:
+            seen.add(name)
+            schemas[name]["additionalProperties"] = False
+            waiting.extend(_referenced(schemas[name]))
     return result
+
+
+def _referenced(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The schemas a component's properties hold or list (each a ``$ref`` or inline)."""
+    found = []
+    for value in schema.get("properties", {}).values():
+        found.append(value)
+        found.append(value.get("items", {}))
+        found.extend([*value.get("allOf", ()), *value.get("oneOf", ())])
+    return found
 
 
 #: What each status means wherever an endpoint returns it; an endpoint's own description wins.
