@@ -149,11 +149,23 @@ class DecisionFilterForm(FilterForm):
         )
 
 
-class BulkDecisionForm(forms.Form):
-    """Approve or deny the approvals ticked in the queue (public IDs), with one reason."""
+#: What the bulk form says of a decision missing, unknown or sent more than once.
+_ONE_DECISION = "Choose one decision: approve or deny."
 
-    approval = forms.MultipleChoiceField(required=True)
-    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+
+class BulkDecisionForm(forms.Form):
+    """Approve or deny the approvals ticked in the queue (public IDs), with one reason. Refused
+    (``is_valid`` false, each error saying why) with nothing ticked, over :data:`MAX_BULK`
+    ticked, or with a decision missing, unknown or sent more than once (``approve`` and
+    ``deny`` together would otherwise be read as the last one sent)."""
+
+    approval = forms.MultipleChoiceField(
+        required=True, error_messages={"required": "Tick at least one approval."}
+    )
+    decision = forms.ChoiceField(
+        choices=[("approve", "approve"), ("deny", "deny")],
+        error_messages={"required": _ONE_DECISION, "invalid_choice": _ONE_DECISION},
+    )
     reason = forms.CharField(required=False, max_length=1000)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -161,14 +173,27 @@ class BulkDecisionForm(forms.Form):
         field = self.fields["approval"]
         assert isinstance(field, forms.MultipleChoiceField)
         # Any ID is accepted here; the view keeps those of the user's tenants.
-        given = self.data.getlist("approval") if hasattr(self.data, "getlist") else []
-        field.choices = [(value, value) for value in given]
+        field.choices = [(value, value) for value in self.ticked()]
 
     def clean_approval(self) -> list[str]:
         values: list[str] = self.cleaned_data["approval"]
         if len(values) > MAX_BULK:
             raise forms.ValidationError(f"Decide at most {MAX_BULK} approvals at once.")
         return values
+
+    def clean_decision(self) -> str:
+        value: str = self.cleaned_data["decision"]
+        if len(self._sent("decision")) > 1:
+            raise forms.ValidationError(_ONE_DECISION)
+        return value
+
+    def ticked(self) -> list[str]:
+        """The public IDs sent ticked, valid or not (to show them ticked again)."""
+        return self._sent("approval")
+
+    def _sent(self, name: str) -> list[str]:
+        """Every value sent as ``name``, in order (``[]`` from data that keeps one a name)."""
+        return list(self.data.getlist(name)) if hasattr(self.data, "getlist") else []
 
 
 #: Approvals one bulk decision takes at most (a queue page).

@@ -78,6 +78,11 @@ def _pickable(page: Page[ApprovalRequest], mine: set[str], now: datetime) -> set
 def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The pending approvals, filtered and sorted; the decide controls (ticks, bulk buttons,
     the approve/deny keys) only for users who may decide."""
+    return render(request, "approvals/queue.html", _queue_context(request))
+
+
+def _queue_context(request: AuthenticatedHttpRequest) -> dict[str, Any]:
+    """The queue page's context for the filters, order and page in ``request.GET``."""
     form = _queue_form(request, request.GET)
     filters = form.filters()
     page = selectors.approvals_queue(
@@ -87,7 +92,7 @@ def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     # The permission decision_refusal checks first: without it every decision is refused.
     can_decide = request.user.has_perm(DECIDE_PERMISSION)
     mine = _mine(request, page)
-    context = {
+    return {
         "form": form,
         "page": page,
         "filters": filters.query(),
@@ -95,8 +100,9 @@ def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
         "can_decide": can_decide,
         "mine": mine,
         "pickable": _pickable(page, mine, now) if can_decide else set(),
+        # Its links and filters name the queue: the bulk form's refusal shows it at another URL.
+        "list_url": reverse("approvals:queue"),
     }
-    return render(request, "approvals/queue.html", context)
 
 
 @login_required
@@ -112,7 +118,9 @@ def decisions(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 def _preview(approval: ApprovalRequest) -> dict[str, Any] | None:
-    if approval.state != ApprovalState.PENDING or approval.expired_now:
+    """The tool's dry run (``selectors.approval_preview``) while the approval can still be
+    decided; ``None`` once it is decided, expired or superseded (nothing would run)."""
+    if approval.state != ApprovalState.PENDING or approval.expired_now or approval.superseded:
         return None
     return selectors.approval_preview(approval=approval)
 
@@ -228,11 +236,13 @@ def _decided(
 def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Approve or deny the approvals ticked in the queue, each decided on its own with every
     check a single decision has (the tool's precondition included for approvals); the page
-    reports each result, and each ticked ID outside the user's tenants as not in them."""
+    reports each result, and each ticked ID outside the user's tenants as not in them. The
+    queue's filters come in the query string; a form refused (nothing ticked, a decision sent
+    twice …) decides nothing and shows the queue again with them, saying why, the reason typed
+    and the ticks kept."""
     form = BulkDecisionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Tick at least one approval (at most 50) and choose a decision.")
-        return redirect("approvals:queue")
+        return _bulk_refused(request, form)
     approvals, not_found = selectors.approvals_ticked(
         user=request.user, public_ids=form.cleaned_data["approval"]
     )
@@ -245,3 +255,16 @@ def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     report = [(a, exc.message if exc else None) for a, exc in zip(approvals, results, strict=True)]
     context = {"report": report, "not_found": not_found, "decision": form.cleaned_data["decision"]}
     return render(request, "approvals/bulk.html", context)
+
+
+def _bulk_refused(request: AuthenticatedHttpRequest, form: BulkDecisionForm) -> HttpResponse:
+    """The queue (its filters from ``request.GET``) with why ``form`` was refused, nothing
+    decided, and what was sent kept: the reason and the ticks."""
+    problems = " ".join(str(error) for errors in form.errors.values() for error in errors)
+    messages.error(request, f"Nothing was decided: {problems}")
+    context = {
+        **_queue_context(request),
+        "bulk_reason": form.data.get("reason", ""),
+        "ticked": set(form.ticked()),
+    }
+    return render(request, "approvals/queue.html", context)

@@ -145,7 +145,7 @@ def test_operator_approves_an_edited_amount(
     expect(page.get_by_test_id("arguments")).to_contain_text('"amount_cents": 3000')
     expect(page.get_by_text("As the model proposed them (edited by operator)")).to_be_visible()
     expect(page.get_by_test_id("original-arguments")).to_contain_text('"amount_cents": 4999')
-    expect(page.get_by_text("Decided approved by operator")).to_be_visible()
+    expect(page.get_by_text("Approved by operator")).to_be_visible()
     expect(page.get_by_role("link", name="Approve…")).to_have_count(0)
     screenshot("approval-after-edit")
 

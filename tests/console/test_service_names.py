@@ -103,7 +103,7 @@ def test_a_keys_decision_and_edit_are_named_by_the_key(
     assert approval in _page(operator, "approvals:decisions", decided_by="service:review")
     assert approval not in _page(operator, "approvals:decisions", decided_by=internals[0])
     detail = _page(operator, "approvals:detail", approval)
-    assert "Decided approved by service:review at" in detail
+    assert "Approved by service:review at" in detail
     assert "(edited by service:review)" in detail
     assert "<dt>Requested by</dt><dd>service:billing for" in detail
     page = _page(operator, "operations:detail", operation)

@@ -39,9 +39,26 @@ class ExtendForm(forms.Form):
         return changed
 
 
+#: What a fork's turn field says when it names no turn (missing, not a number, negative).
+_NO_TURN = "Choose a turn of this operation."
+
+
 class ForkForm(forms.Form):
-    from_turn = forms.IntegerField(min_value=0)
-    model = forms.CharField(required=False, max_length=100)
+    """Fork an operation from one of its turns (its index), with another model if one is given.
+    Each refusal names its field: a turn that is not one, a model name over 100 characters or
+    holding a NUL."""
+
+    from_turn = forms.IntegerField(
+        min_value=0,
+        label="Turn",
+        error_messages={"required": _NO_TURN, "invalid": _NO_TURN, "min_value": _NO_TURN},
+    )
+    model = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Model",
+        error_messages={"max_length": "A model name is at most 100 characters."},
+    )
 
 
 class StopForm(forms.Form):

@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from approvals.models import ApprovalRequest
 from approvals.selectors import approvals_currency, operation_approvals
 from toolcalls import selectors
 from toolcalls.actors import Actor
@@ -54,7 +55,7 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
     timeline = list(selectors.operation_timeline(operation=operation))
     turns = selectors.operation_turns_with_cost(operation=operation)
     path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
-    approvals = operation_approvals(operation=operation)
+    approvals = _approvals_of(operation)
     context = {
         "operation": operation,
         "outcome": selectors.operation_outcome(operation=operation, turns=turns),
@@ -71,6 +72,15 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "can_fork": request.user.has_perm(FORK_PERMISSION),
     }
     return render(request, "toolcalls/operation_detail.html", context)
+
+
+def _approvals_of(operation: Operation) -> list[ApprovalRequest]:
+    """The operation's approvals (``operation_approvals``), each holding ``operation`` itself, so
+    the state each shows (``shown_state``, ``superseded``) reads no operation again."""
+    approvals = operation_approvals(operation=operation)
+    for approval in approvals:
+        approval.operation = operation
+    return approvals
 
 
 @login_required
@@ -204,7 +214,7 @@ def operation_fork_view(request: AuthenticatedHttpRequest, public_id: str) -> Ht
     operation = _operation(request, public_id)
     form = ForkForm(request.POST)
     if not form.is_valid():
-        return _refused(request, operation, "Choose a turn of this operation.")
+        return _form_refused(request, operation, form)
     turn = form.cleaned_data["from_turn"]
     fork = operation_fork(
         operation_pk=operation.pk,
