@@ -310,7 +310,8 @@ class Review:
     """An administrator's settings for a tool: ``risk`` (read/write/irreversible),
     ``timeout_ms``, ``approval`` (never/always/condition) with ``approval_condition``, and the
     idempotency-key form (``key_context`` among :data:`rules.KEY_CONTEXT_FIELDS`,
-    ``key_arguments``: top-level argument names; side-effecting tools need at least one)."""
+    ``key_arguments``: top-level argument names; side-effecting tools need at least one). The
+    key holds the tenant and the subject whatever ``key_context`` says."""
 
     risk: str
     timeout_ms: int

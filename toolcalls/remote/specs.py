@@ -138,11 +138,18 @@ def _amount_field(tool: RemoteTool) -> str | None:
     return name if name.endswith("_cents") else None
 
 
+#: Context fields every side-effecting remote tool's key holds, whatever its ``key_context``:
+#: a stored result answers only calls for the same subject, never another customer's.
+KEY_CONTEXT_ALWAYS = ("subject_ref",)
+
+
 def _key(tool: RemoteTool, ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
-    """``<tool name>:<SHA-256>`` over the tenant, the chosen context fields and arguments."""
+    """``<tool name>:<SHA-256>`` over the tenant, the subject and the other chosen context
+    fields, and the chosen arguments (a form that chose the subject already keeps its key)."""
+    fields = dict.fromkeys([*KEY_CONTEXT_ALWAYS, *tool.key_context])
     form = {
         "tenant_ref": ctx.tenant_ref,
-        "context": {name: getattr(ctx, name) for name in tool.key_context},
+        "context": {name: getattr(ctx, name) for name in fields},
         "arguments": {name: arguments.get(name) for name in tool.key_arguments},
     }
     return f"{tool.name}:{digest(form)}"
