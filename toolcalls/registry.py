@@ -114,7 +114,12 @@ class ToolSpec:
       :class:`ToolError` leaves the summary empty.
     - ``search_fields``: the keys of the arguments and of the result data that hold business
       identifiers (order, draft, refund IDs); the console's search finds calls by their values,
-      and an operator who edits a call's arguments when approving it may not change them.
+      and an operator who edits a call's arguments when approving it may not change them
+      (unless ``edit_kept`` names those arguments instead).
+    - ``edit_kept``: the arguments such an edit must keep as proposed, those naming the intent
+      (``None``: those of ``search_fields``; a remote tool's key arguments).
+    - ``edit_lowered``: numeric arguments such an edit may lower but never raise (how much: a
+      remote tool's amount in its approval condition).
     - ``max_result_bytes``: limit on the canonical JSON of a result (``None``: the setting
       ``CALLGATE_MAX_RESULT_BYTES``); ``oversize`` is ``truncate`` (keep a marked preview) or
       ``reject`` (``RESULT_TOO_LARGE``; read-only tools only, as a side effect already happened).
@@ -140,6 +145,8 @@ class ToolSpec:
     amount_field: str | None = None
     summary: Summary | None = None
     search_fields: tuple[str, ...] = ()
+    edit_kept: tuple[str, ...] | None = None
+    edit_lowered: tuple[str, ...] = ()
     max_result_bytes: int | None = None
     oversize: Literal["truncate", "reject"] = "truncate"
     approval: ApprovalPolicy = field(default_factory=never)

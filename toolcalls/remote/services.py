@@ -311,7 +311,8 @@ class Review:
     ``timeout_ms``, ``approval`` (never/always/condition) with ``approval_condition``, and the
     idempotency-key form (``key_context`` among :data:`rules.KEY_CONTEXT_FIELDS`,
     ``key_arguments``: top-level argument names; side-effecting tools need at least one). The
-    key holds the tenant and the subject whatever ``key_context`` says."""
+    key holds the tenant and the subject whatever ``key_context`` says; the key arguments (but
+    a ``>``/``>=`` condition's, which may be lowered) are what an edit at approval keeps."""
 
     risk: str
     timeout_ms: int

@@ -106,6 +106,8 @@ def remote_spec(tool: RemoteTool) -> ToolSpec:
         precondition=partial(_still_pinned, tool) if mcp else None,
         reconcile=partial(_http_reconcile, tool) if tool.reconcile_url and not mcp else None,
         amount_field=_amount_field(tool),
+        edit_kept=_edit_kept(tool),
+        edit_lowered=_edit_lowered(tool),
         approval=_approval(tool),
         revisions={
             "input": tool.pinned_sha256[:16],
@@ -130,12 +132,35 @@ def _approval(tool: RemoteTool) -> ApprovalPolicy:
     )
 
 
-def _amount_field(tool: RemoteTool) -> str | None:
-    """The condition's argument, when it is an amount in cents (shown in the approval queue)."""
+def _condition(tool: RemoteTool) -> tuple[str, str] | None:
+    """The approval condition's argument and operator (``("amount_cents", ">")``), or ``None``
+    for a tool approved ``never`` or ``always``."""
     if tool.approval != RemoteTool.Approval.CONDITION:
         return None
-    name = rules.condition_parse(tool.approval_condition)[0]
+    name, op, _ = rules.condition_parse(tool.approval_condition)
+    return name, op
+
+
+def _amount_field(tool: RemoteTool) -> str | None:
+    """The condition's argument, when it is an amount in cents (shown in the approval queue)."""
+    name = (_condition(tool) or ("", ""))[0]
     return name if name.endswith("_cents") else None
+
+
+def _edit_lowered(tool: RemoteTool) -> tuple[str, ...]:
+    """The argument of a ``>``/``>=`` condition (how much: a refund's amount), which an
+    operator's edit at approval may lower but never raise; ``()`` for other tools."""
+    name, op = _condition(tool) or ("", "")
+    return (name,) if op in (">", ">=") else ()
+
+
+def _edit_kept(tool: RemoteTool) -> tuple[str, ...]:
+    """The arguments an operator's edit at approval must keep as proposed: those naming the
+    intent, its ``key_arguments`` (every argument of a tool with none), but for the one it may
+    lower (:func:`_edit_lowered`)."""
+    named = tool.key_arguments or list(tool.input_schema.get("properties") or {})
+    lowered = _edit_lowered(tool)
+    return tuple(name for name in named if name not in lowered)
 
 
 #: Context fields every side-effecting remote tool's key holds, whatever its ``key_context``:

@@ -8,6 +8,7 @@ so the engine imports nothing of it and the app calls the engine once per decisi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -124,7 +125,7 @@ def arguments_edit_check(
     if verdict.rejected:
         raise _arguments_refused(verdict.error_message)
     assert verdict.spec is not None and normalized.value is not None
-    _identifiers_kept(verdict.spec, call, normalized.value)
+    _edit_in_scope(verdict.spec, call, normalized.value)
     if verdict.spec.approval.revision != policy_revision:
         raise ApprovalError("invalid_edit", "The approval policy changed; it must be asked again.")
     return ArgumentsEdit(
@@ -153,17 +154,35 @@ def precondition_refusal(
     return None
 
 
-def _identifiers_kept(spec: ToolSpec, call: ToolCall, edited: Mapping[str, Any]) -> None:
-    """An edit changes how much or why, never which: the tool's business identifiers
-    (``ToolSpec.search_fields``: a refund's order and draft) stay as the model proposed them,
-    else ``invalid_edit``. Another target is another intent, for the model to propose."""
+def _edit_in_scope(spec: ToolSpec, call: ToolCall, edited: Mapping[str, Any]) -> None:
+    """An edit changes how much or why, never which, nor more: the arguments naming the
+    intent (``ToolSpec.edit_kept``, else ``search_fields``: a refund's order and draft) stay as
+    the model proposed them, and those it may only lower (``ToolSpec.edit_lowered``: a remote
+    refund's amount) are at most as proposed; else ``invalid_edit``. Another target or a larger
+    effect is another intent, for the model to propose."""
     proposed = call.arguments or {}
-    moved = [name for name in spec.search_fields if edited.get(name) != proposed.get(name)]
+    kept = spec.search_fields if spec.edit_kept is None else spec.edit_kept
+    moved = [name for name in kept if edited.get(name) != proposed.get(name)]
     if moved:
         names = ", ".join(moved)
         raise _arguments_refused(
             f"An edit may change how much or why, not which: {names} must stay as proposed."
         )
+    raised = [name for name in spec.edit_lowered if _raised(proposed.get(name), edited.get(name))]
+    if raised:
+        limits = ", ".join(f"{name} at most {json.dumps(proposed.get(name))}" for name in raised)
+        message = f"An edit may lower how much, not raise it: {limits}, as proposed."
+        raise _arguments_refused(message)
+
+
+def _raised(proposed: Any, edited: Any) -> bool:
+    """Whether ``edited`` is more than ``proposed``: a larger number, or any change where either
+    is not a number (a boolean is none)."""
+    numbers = all(
+        isinstance(value, int | float) and not isinstance(value, bool)
+        for value in (proposed, edited)
+    )
+    return edited > proposed if numbers else edited != proposed
 
 
 def arguments_edit_precondition(*, operation: Operation, call: ToolCall, arguments: Any) -> None:
@@ -177,7 +196,7 @@ def arguments_edit_precondition(*, operation: Operation, call: ToolCall, argumen
     verdict = call_check(operation=operation, tool_name=call.tool_name, arguments=normalized)
     if verdict.rejected or normalized.value is None or verdict.spec is None:
         return  # refused with its own message inside the transaction
-    _identifiers_kept(verdict.spec, call, normalized.value)
+    _edit_in_scope(verdict.spec, call, normalized.value)
     refusal = precondition_refusal(operation=operation, call=call, arguments=normalized.value)
     if refusal is not None:
         raise _arguments_refused(refusal.message)
