@@ -15,10 +15,12 @@ from typing import Any, Literal
 from django.core.exceptions import ImproperlyConfigured
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
 
 from providers.base import ToolDeclaration
 from toolcalls.policy import ApprovalPolicy, never
 from toolcalls.schema_errors import LOCAL_ONLY, reference_problems
+from toolcalls.schema_patterns import LinearValidator, pattern_problems
 
 Risk = Literal["read", "write", "irreversible"]
 RISKS: tuple[Risk, ...] = ("read", "write", "irreversible")
@@ -90,6 +92,8 @@ class ToolSpec:
     - ``parameters``: JSON Schema (Draft 2020-12) of the arguments object; the top level must set
       ``additionalProperties: false`` so unknown fields are rejected. References (``$ref``,
       ``$dynamicRef``) must resolve within it (``#…``); nothing is retrieved from elsewhere.
+      Its patterns are matched in linear time, by RE2
+      (:mod:`toolcalls.schema_patterns`): none may need backtracking.
     - ``risk``: ``read`` (may be retried), ``write`` or ``irreversible`` (side effects).
     - ``timeout_ms``: per-call handler timeout in milliseconds.
     - ``handler(ctx, arguments) -> data``: returns the JSON-serialisable result data or raises
@@ -154,8 +158,13 @@ class ToolSpec:
     revisions: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
-    def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(dict(self.parameters), registry=LOCAL_ONLY)
+    def validator(self) -> Validator:
+        """The arguments' validator: Draft 2020-12, patterns matched by RE2
+        (:data:`~toolcalls.schema_patterns.LinearValidator`); ``iter_errors`` raises
+        :class:`~toolcalls.schema_patterns.UnmatchablePattern` on reaching a pattern RE2
+        cannot compile (a remote revision stored before patterns were checked, or one
+        :func:`~toolcalls.schema_patterns.pattern_problems` does not find)."""
+        return LinearValidator(dict(self.parameters), registry=LOCAL_ONLY)
 
     @cached_property
     def references_usable(self) -> bool:
@@ -180,7 +189,8 @@ _REVISION_KEYS = frozenset({"input", "output", "effect", "handler"})
 
 def register(spec: ToolSpec) -> ToolSpec:
     """Add ``spec`` to the registry; raises ``ImproperlyConfigured`` on a duplicate name, an
-    invalid schema, a schema with a reference that does not resolve within it, a schema that
+    invalid schema, a schema with a reference that does not resolve within it or a pattern
+    RE2 cannot match (:func:`~toolcalls.schema_patterns.pattern_problems`), a schema that
     admits unknown fields, an unknown risk, a side-effecting tool without an idempotency key
     function, or missing revision strings."""
     problems = _problems(spec)
@@ -200,6 +210,7 @@ def _problems(spec: ToolSpec) -> list[str]:
         problems.append(f"invalid JSON Schema: {exc.message}")
     else:
         problems.extend(reference_problems(spec.parameters))
+        problems.extend(pattern_problems(spec.parameters))
     params = spec.parameters
     if params.get("type") != "object" or params.get("additionalProperties") is not False:
         problems.append("parameters must be an object schema with additionalProperties: false")

@@ -10,8 +10,10 @@
   so it matches no pin: a call by that name could reach any of them).
 - Schema: the served input schema must be valid JSON Schema (Draft 2020-12) for an object whose
   references (``$ref``, ``$dynamicRef``) resolve within it (``#…``: nothing is retrieved from
-  elsewhere); Callgate validates arguments against it with unknown fields rejected
-  (``additionalProperties: false`` at the top level, whatever the server says).
+  elsewhere) and whose patterns RE2 can match (no backreferences or lookaround:
+  :mod:`toolcalls.schema_patterns`, which matches them in linear time); Callgate validates
+  arguments against it with unknown fields rejected (``additionalProperties: false`` at the top
+  level, whatever the server says).
 - Approval condition: ``<argument> <op> <integer>`` with ``op`` one of ``> >= < <= == !=``,
   on a top-level argument the schema declares.
 """
@@ -30,6 +32,7 @@ from providers.adapter import PLAIN_TOOL_NAME
 from toolcalls.binding import CanonicalizationError, canonical_json, digest
 from toolcalls.remote.clients import ServedTool
 from toolcalls.schema_errors import reference_problems
+from toolcalls.schema_patterns import pattern_problems
 
 SERVER_NAME = re.compile(r"[a-z][a-z0-9-]{0,29}")
 NAME_SEPARATOR = "__"
@@ -94,7 +97,7 @@ def served_problem(served: ServedTool, *, server_name: str) -> str:
         return f"the input schema is not valid JSON Schema: {exc.message}"
     if schema.get("type") != "object":
         return "the input schema must describe an object"
-    if problems := reference_problems(schema):
+    if problems := reference_problems(schema) + pattern_problems(schema):
         return "the input schema cannot be used: " + "; ".join(problems)
     return ""
 

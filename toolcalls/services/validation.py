@@ -19,6 +19,7 @@ from toolcalls.envelopes import ErrorCode
 from toolcalls.models import Operation
 from toolcalls.registry import ToolSpec
 from toolcalls.schema_errors import ROOT, UNRESOLVABLE, error_text, errors_in_order
+from toolcalls.schema_patterns import UnmatchablePattern
 from toolcalls.services.authorization import call_authorize
 from toolcalls.storage import storable
 
@@ -123,13 +124,19 @@ def call_check(*, operation: Operation, tool_name: str, arguments: Arguments) ->
 
 
 _UNUSABLE = f"{ROOT}: the tool's schema has a reference that cannot be used; nothing matches"
+_UNMATCHABLE = (
+    f"{ROOT}: the tool's schema has a pattern that cannot be matched in linear time; nothing "
+    "matches it"
+)
 
 
 def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
     """Up to :data:`_MAX_SCHEMA_ERRORS` problems of ``arguments`` under the tool's schema. A
     schema stored before references were checked may hold one that does not resolve, or
     references that loop (validating would never end): no arguments can match it (what it
-    refers to is never told to the model)."""
+    refers to is never told to the model); or a pattern RE2 cannot match (a backreference):
+    no value it applies to matches it. Patterns are matched in linear time
+    (:mod:`toolcalls.schema_patterns`)."""
     if not spec.references_usable:
         return [_UNUSABLE]
     try:
@@ -138,4 +145,6 @@ def _schema_problems(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
         return [f"{ROOT}: nested too deeply"]
     except UNRESOLVABLE:  # resolved against another base than the check's (a nested $id)
         return [_UNUSABLE]
+    except UnmatchablePattern:
+        return [_UNMATCHABLE]
     return [error_text(error) for error in errors[:_MAX_SCHEMA_ERRORS]]
