@@ -113,7 +113,7 @@ STATUS_BY_CODE: dict[str, int] = {
 FIELD_BY_CODE: dict[str, str] = {"unknown_tool": "tools"}
 #: Refusals that name the request's fields themselves (``details["fields"]``, by the service's
 #: option names): 400 ``invalid_request`` naming them.
-FIELDS_NAMED = ("agent_conflict", "invalid_agent", "invalid_replies")
+FIELDS_NAMED = ("agent_conflict", "invalid_agent", "invalid_model", "invalid_replies")
 #: The request body's name of a service option, where the two differ.
 BODY_NAMES = {"tool_names": "tools", "input_text": "input"}
 

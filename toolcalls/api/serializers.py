@@ -30,6 +30,7 @@ from toolcalls.models import (
 )
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
+from toolcalls.services.operations import MODEL_NAME
 from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 from toolcalls.text import visible, visible_pattern
@@ -293,9 +294,6 @@ class BudgetsField(serializers.DictField):
 
 #: What a budget that counts things takes: a JSON integer.
 _COUNT = serializers.IntegerField()
-
-#: A model name as providers write them.
-MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"
 
 
 class OperationCreateSerializer(StrictSerializer):

@@ -23,6 +23,7 @@ from toolcalls.models import AgentProfile, AgentRevision, Tenant
 from toolcalls.services.operations import (
     budgets_check,
     family_adapter,
+    model_problem,
     settings_check,
     tool_names_check,
 )
@@ -62,8 +63,8 @@ def agent_definition_check(*, tenant: Tenant, definition: AgentDefinition) -> Ag
     with it would."""
     adapter = family_adapter(definition.get("family", ""))
     model = definition.get("model", "")
-    if not isinstance(model, str) or not 0 < len(model) <= 100:
-        raise _invalid("model", "name the model, in at most 100 characters")
+    if wrong := model_problem(model):
+        raise _invalid("model", wrong)
     asked = definition.get("tool_names")
     if asked is not None and not all(isinstance(name, str) for name in asked):
         raise _invalid("tools", "name each tool with a JSON string")

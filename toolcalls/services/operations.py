@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -97,7 +98,8 @@ def operation_start(
 ) -> Operation:
     """Create a PENDING operation and queue its first turn after commit (options:
     :class:`StartOptions`; ``family`` and ``model`` only without an ``agent``). Raises
-    :class:`OperationError` (``unknown_family``, ``unknown_tool``, ``invalid_messages``,
+    :class:`OperationError` (``unknown_family``, ``invalid_model``, ``unknown_tool``,
+    ``invalid_messages``,
     ``unsupported_setting`` naming ``details["setting"]``, ``bad_budget``, ``unknown_transport``,
     ``no_script``, ``no_credentials``, ``agent_conflict``), and
     :class:`~toolcalls.services.scripts.ScriptError` (``invalid_replies``) for a script made with
@@ -130,6 +132,8 @@ def _operation(
 ) -> Operation:
     """The unsaved operation :func:`operation_start` asks for, every input checked."""
     adapter = family_adapter(family)
+    if problem := model_problem(model):
+        raise OperationError("invalid_model", problem, details={"fields": {"model": [problem]}})
     names = tool_names_check(tenant, options.get("tool_names"))
     effective = budgets_check(options.get("budgets"))
     transport, script = _transport(options, adapter)
@@ -190,6 +194,19 @@ def with_agent(
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+#: A model name as providers write them (ECMA 262 for the API's schema). It goes into some
+#: providers' request paths (Gemini's ``models/{model}:generateContent``): nothing else may.
+MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}")
+
+
+def model_problem(model: object) -> str:
+    """Why ``model`` is no model name (:data:`MODEL_NAME`, the whole text), or ``""``."""
+    if isinstance(model, str) and _MODEL_NAME.fullmatch(model):
+        return ""
+    return "a model name is 1 to 100 of A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
 
 
 def family_adapter(family: str) -> ProviderAdapter:
