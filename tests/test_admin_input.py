@@ -52,7 +52,13 @@ def tool(server: RemoteServer) -> RemoteTool:
 
 
 def _server_add(client: Client, tenant: Tenant, headers: str) -> Any:
-    body = {"tenant": tenant.pk, "name": "shop", "kind": "http", "headers": headers}
+    body = {
+        "tenant": tenant.pk,
+        "name": "shop",
+        "kind": "http",
+        "signing_secret": "s",
+        "headers": headers,
+    }
     return client.post(reverse("admin:remote_remoteserver_add"), body)
 
 

@@ -106,7 +106,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "/agents": {"name": "another-agent", "family": "openai_chat", "model": "gpt-5.1"},
     "/revisions": {"instructions": "Be brief."},
     "/messages": {"input": "And the other order?"},
-    "/remote-servers": {"name": "ledger", "kind": "http"},
+    "/remote-servers": {"name": "ledger", "kind": "http", "signing_secret": "s"},
 }
 #: The body of each PUT and PATCH (a tool's settings).
 SETTINGS = {"enabled": True}
@@ -631,7 +631,12 @@ def test_json_no_reader_takes_exactly_is_malformed_and_starts_nothing(
 )
 def test_every_body_is_read_exactly(demo: DemoSeed, path: str, body: str, named: str) -> None:
     client, _ = keyed_client(demo.tenant, *ALL_SCOPES)
-    assert post(client, "/remote-servers", {"name": "ledger", "kind": "http"}).status_code == 201
+    assert (
+        post(
+            client, "/remote-servers", {"name": "ledger", "kind": "http", "signing_secret": "s"}
+        ).status_code
+        == 201
+    )
     response = client.post(
         f"{API}{path}", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
     )

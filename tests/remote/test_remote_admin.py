@@ -57,7 +57,9 @@ def test_a_superuser_registers_a_server_and_enables_a_tool(
 
 def test_a_superuser_registers_an_http_tool(demo: Any, root: Client) -> None:
     add = reverse("admin:remote_remoteserver_add")
-    response = root.post(add, {"tenant": demo.tenant.pk, "name": "ledger", "kind": "http"})
+    response = root.post(
+        add, {"tenant": demo.tenant.pk, "name": "ledger", "kind": "http", "signing_secret": "s"}
+    )
     assert response.status_code == 302
     server = RemoteServer.objects.get()
     tool = {
@@ -115,7 +117,7 @@ def _tool_add(client: Client, pk: str) -> Any:
 
 
 def _server_add(client: Client, pk: str) -> Any:
-    server = {"tenant": pk, "name": "ledger", "kind": "http"}
+    server = {"tenant": pk, "name": "ledger", "kind": "http", "signing_secret": "s"}
     return client.post(reverse("admin:remote_remoteserver_add"), server)
 
 

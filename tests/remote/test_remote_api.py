@@ -127,7 +127,12 @@ def test_a_wrong_value_is_refused_naming_it_not_converted_or_repeated(
     demo: Any, path: str, body: dict[str, Any], named: str
 ) -> None:
     client, _ = keyed_client(demo.tenant, MANAGE)
-    assert post(client, "/remote-servers", {"name": "ledger", "kind": "http"}).status_code == 201
+    assert (
+        post(
+            client, "/remote-servers", {"name": "ledger", "kind": "http", "signing_secret": "s"}
+        ).status_code
+        == 201
+    )
     tool = {"name": "pay", "input_schema": SCHEMA, "url": "http://127.0.0.1:9/pay"}
     assert post(client, "/remote-servers/ledger/tools", tool).status_code == 201
     review = {"risk": "write", "timeout_ms": 2000, "approval": "always"}

@@ -42,7 +42,12 @@ def referring(reference: str) -> dict[str, Any]:
 def http_server(demo: Any) -> APIClient:
     """A client of the tenant's tool managers, and their HTTP server ``ledger``."""
     client, _ = keyed_client(demo.tenant, MANAGE)
-    assert post(client, "/remote-servers", {"name": "ledger", "kind": "http"}).status_code == 201
+    assert (
+        post(
+            client, "/remote-servers", {"name": "ledger", "kind": "http", "signing_secret": "s"}
+        ).status_code
+        == 201
+    )
     return client
 
 

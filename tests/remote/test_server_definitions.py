@@ -118,7 +118,13 @@ def test_a_nul_in_a_header_value_is_refused_by_the_service(demo: Any) -> None:
 def test_the_admin_refuses_a_bad_header_naming_it(demo: Any) -> None:
     root = Client()
     root.force_login(UserFactory.create(username="root", is_staff=True, is_superuser=True))
-    form = {"tenant": demo.tenant.pk, "name": "shop-j", "kind": "http", "headers": '{"X A": "b"}'}
+    form = {
+        "tenant": demo.tenant.pk,
+        "name": "shop-j",
+        "kind": "http",
+        "signing_secret": "s",
+        "headers": '{"X A": "b"}',
+    }
     page = root.post(reverse("admin:remote_remoteserver_add"), form)
     assert page.status_code == 200
     assert "the header name &#x27;X A&#x27; is not an HTTP token" in page.content.decode()

@@ -34,7 +34,7 @@ def test_every_way_in_refuses_a_name_the_rule_refuses(demo: Any) -> None:
             assert refused.value.code == "invalid_model"
         definition = {"family": "openai_responses", "model": name}
         with pytest.raises(AgentError, match="model"):
-            agent_definition_check(tenant=demo.tenant, definition=definition)  # type: ignore[typeddict-item]
+            agent_definition_check(tenant=demo.tenant, definition=definition)  # type: ignore[arg-type]
     original = start(demo, bundled_replies("refund_approve"))
     console = Client()
     assert console.login(username="operator", password="operator-demo-pass")

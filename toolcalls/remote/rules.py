@@ -112,7 +112,8 @@ def condition_parse(text: str) -> tuple[str, str, int]:
     match = _CONDITION.fullmatch(text)
     if match is None:
         raise ValueError(
-            "write the condition as '<argument> <op> <integer>', op one of " + " ".join(OPERATORS)
+            "write the condition as '<argument> <op> <integer>' (an integer of at most 15 "
+            "digits), op one of " + " ".join(OPERATORS)
         )
     return match.group(1), match.group(2), int(match.group(3))
 

@@ -99,15 +99,25 @@ def _server_form_check(form: ServerForm) -> None:
         problem = "the name must match [a-z][a-z0-9-]{0,29}"
     elif form.kind not in RemoteServer.Kind.values:
         problem = f"kind must be one of {RemoteServer.Kind.values}"
-    elif form.kind == RemoteServer.Kind.MCP and bool(form.url) == bool(form.command):
-        problem = "an MCP server has a url or a command, not both"
-    elif form.kind == RemoteServer.Kind.HTTP and (form.url or form.command):
+    elif form.kind == RemoteServer.Kind.MCP:
+        problem = _mcp_form_problem(form)
+    elif form.url or form.command:
         problem = "HTTP tools name their own URLs; the server has none"
-    else:
+    if not problem:
         problem = address_problem(Address(command=tuple(form.command), headers=form.headers))
         problem = problem or _mcp_url_problem(form.url)
+    if not problem and form.kind == RemoteServer.Kind.HTTP and not form.signing_secret:
+        problem = "an HTTP server's requests are signed: give it a signing_secret"
     if problem:
         raise RemoteError("invalid_server", problem)
+
+
+def _mcp_form_problem(form: ServerForm) -> str:
+    if bool(form.url) == bool(form.command):
+        return "an MCP server has a url or a command: one of them, not both"
+    if form.signing_secret:
+        return "only HTTP servers' requests are signed: an MCP server takes no signing_secret"
+    return ""
 
 
 def _mcp_url_problem(url: str) -> str:
@@ -361,6 +371,8 @@ def _review_check(tool: RemoteTool, review: Review) -> None:
         problem = f"approval must be one of {RemoteTool.Approval.values}"
     elif review.approval == RemoteTool.Approval.CONDITION:
         problem = _condition_problem(review.approval_condition, properties)
+    elif review.approval_condition:
+        problem = "approval_condition goes only with approval 'condition'"
     problem = problem or _names_problem("key_context", review.key_context)
     problem = problem or _names_problem("key_arguments", review.key_arguments)
     if not problem and not set(review.key_context) <= set(rules.KEY_CONTEXT_FIELDS):
@@ -387,7 +399,13 @@ def _condition_problem(condition: str, properties: Mapping[str, Any]) -> str:
         name, _, _ = rules.condition_parse(condition)
     except ValueError as exc:
         return str(exc)
-    return "" if name in properties else f"the condition names {name!r}, which is no argument"
+    if name not in properties:
+        return f"the condition names {name!r}, which is no argument"
+    declared = properties[name].get("type") if isinstance(properties[name], Mapping) else None
+    kinds = declared if isinstance(declared, list) else [declared]
+    if not {"integer", "number"} & set(kinds):
+        return f"the condition compares {name!r} with a number: the schema must declare it one"
+    return ""
 
 
 def remote_tool_disable(*, tool_pk: int, actor: Actor) -> RemoteTool:
