@@ -424,6 +424,11 @@ class RemoteServerAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, adm
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # registered anew rather than edited
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Its append-only events (``server_registered`` at least) protect it: deleting could
+        # never succeed. Its tools are retired by disabling them.
+        return False
+
     def has_discover_permission(self, request: HttpRequest) -> bool:
         """Listing tools again writes them: superusers only, as registering and reviewing."""
         return request.user.is_superuser
@@ -467,6 +472,12 @@ class RemoteToolAdmin(
     list_display = ("name", "server", "enabled", "risk", "approval", "changed", "problem")
     list_filter = ("enabled", "server__kind")
     search_fields = ("name__exact",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Its append-only events (``tool_discovered`` at least) protect it: deleting could
+        # never succeed. A tool is retired by disabling it (the review page), which keeps what
+        # its calls and approvals name.
+        return False
 
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> Any:
         if not self.has_add_permission(request):

@@ -203,10 +203,41 @@ def test_staff_cannot_list_servers_tools_again(demo: Any, staff: Client) -> None
     assert not RemoteEvent.objects.exists()
 
 
-def test_a_selection_of_rows_the_user_sees_still_reaches_the_action(root: Client) -> None:
+def test_a_selection_of_rows_the_user_sees_still_reaches_the_action(
+    root: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     theirs = Tenant.objects.create(slug="globex", name="Globex")
-    server = RemoteServer.objects.create(tenant=theirs, name="theirs", kind="http")
-    action = {"action": "delete_selected", "index": "0", "_selected_action": str(server.pk)}
-    response = root.post(reverse("admin:remote_remoteserver_changelist"), action)
-    assert response.status_code == 200  # Django's page asking to confirm the deletion
-    assert list(response.context["queryset"]) == [server]
+    server = RemoteServer.objects.create(tenant=theirs, name="theirs", kind="mcp", url="http://x")
+    listed: list[int] = []
+    discover = lambda **kwargs: listed.append(kwargs["server_pk"])  # noqa: E731
+    monkeypatch.setattr("toolcalls.admin.remote_server_discover", discover)
+    response = _discover(root, str(server.pk))
+    assert response.status_code == 302
+    assert listed == [server.pk]
+
+
+@pytest.mark.parametrize("model", ["remoteserver", "remotetool"])
+def test_servers_and_tools_offer_no_delete_that_could_never_succeed(
+    root: Client, theirs: dict[str, Any], model: str
+) -> None:
+    """Their append-only events protect them (every server has ``server_registered``, every
+    tool ``tool_discovered``): the admin offered "Delete selected …" and a delete page, and
+    deleting always failed. A tool is retired by disabling it."""
+    row = theirs["server" if model == "remoteserver" else "tool"]
+    RemoteEvent.objects.create(
+        tenant=row.tenant,
+        server=theirs["server"],
+        tool=theirs["tool"] if model == "remotetool" else None,
+        kind="tool_discovered" if model == "remotetool" else "server_registered",
+        actor="user:root",
+    )
+    changelist = reverse(f"admin:remote_{model}_changelist")
+    page = root.get(changelist)
+    assert page.status_code == 200
+    assert "delete_selected" not in page.content.decode()
+    action = {"action": "delete_selected", "index": "0", "_selected_action": str(row.pk)}
+    response = root.post(changelist, action)
+    assert response.status_code in (200, 302)  # not offered: no page asking to confirm
+    assert "Are you sure" not in response.content.decode()
+    assert root.get(reverse(f"admin:remote_{model}_delete", args=[row.pk])).status_code == 403
+    assert type(row).objects.filter(pk=row.pk).exists()
