@@ -101,14 +101,16 @@ QUEUE_SORTS: dict[str, tuple[Key, ...]] = {
 def _named(field: str, name: str) -> Q:
     """Rows whose user ``field`` is named ``name`` as :func:`~toolcalls.selectors.principal_names`
     names users: an API key's service as ``service:<key name>``, a person by username or
-    ``user:<username>`` (a service user's own username names nobody). One subquery on indexed
-    columns, so a filtered page costs what an unfiltered one does."""
+    ``user:<username>`` (a service user's own username names nobody). The name matches in any
+    case (``Operator`` finds ``operator``), as people type it; the prefixes are the audit
+    trail's own. One subquery over the users (people and services, a small table), so a
+    filtered page still walks the approvals' index as an unfiltered one does."""
     service, person = (Actor(kind, "").audit_name for kind in ("service", "user"))
     if name.startswith(service):
-        users = User.objects.filter(api_keys__name=name.removeprefix(service))
+        users = User.objects.filter(api_keys__name__iexact=name.removeprefix(service))
     else:
         username = name.removeprefix(person)
-        users = User.objects.filter(username=username, api_keys__isnull=True)
+        users = User.objects.filter(username__iexact=username, api_keys__isnull=True)
     return Q(**{f"{field}__in": users.values("pk")})
 
 

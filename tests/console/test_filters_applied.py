@@ -87,6 +87,26 @@ def test_the_decisions_history_applies_decided_by_when_the_state_is_not_understo
     assert 'value="operator"' in _input(page, "decided_by")
 
 
+@pytest.mark.parametrize("typed", ["operator", "OPERATOR", "Operator", "user:OPERATOR"])
+def test_decided_by_matches_the_name_in_any_case(demo: Any, typed: str) -> None:
+    """Usernames are case-sensitive for logging in; a filter by name is not (it matched only
+    the name as stored: "Operator" found nothing)."""
+    operator, support = User.objects.get(username="operator"), User.objects.get(username="support")
+    mine = _decided(demo.tenant, "APPROVED", operator)
+    theirs = _decided(demo.tenant, "DENIED", support)
+    page = _page("approvals:decisions", {"decided_by": typed})
+    assert mine.public_id in page and theirs.public_id not in page
+
+
+@pytest.mark.parametrize("typed", ["requester", "REQUESTER", "user:Requester"])
+def test_requested_by_matches_the_name_in_any_case(demo: Any, typed: str) -> None:
+    requester, support = (User.objects.get(username=name) for name in ("requester", "support"))
+    theirs = pending_approval(demo.tenant, requested_by=requester)
+    other = pending_approval(demo.tenant, requested_by=support)
+    page = _page("approvals:queue", {"requester": typed})
+    assert theirs.public_id in page and other.public_id not in page
+
+
 def test_the_operations_list_applies_the_customer_when_the_date_is_not_understood(
     demo: Any,
 ) -> None:
