@@ -6,11 +6,12 @@ model is answered with the script's next reply (JSON, SSE or an HTTP error, exac
 after the family's adapter checked the request against the provider's rules (``request_error``,
 through the replay transport) — so a request the real provider would refuse gets that provider's
 400 here too. A reply that branches on the results it is sent (``after_results``) answers with
-its ``error`` variant when a result the request sends back is an error, read from the request as
-the family writes it (:mod:`providers.sent_results`). With ``rewind``, a request that does not
-continue the conversation the script is in (or one past its last reply) starts it again from
-its first reply: one operation at a time per script. Without it, such a request is answered
-with the provider's 400.
+its ``error`` variant when a result the request sends back is an error: the replay transport
+answers, reading the results from the request as the family writes it
+(:mod:`providers.sent_results`), exactly as for an operation run on replay. With ``rewind``, a
+request that does not continue the conversation the script is in (or one past its last reply)
+starts it again from its first reply: one operation at a time per script. Without it, such a
+request is answered with the provider's 400.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from providers.base import WireReply
 from providers.errors import TransportError
 from providers.families import get_adapter
 from providers.replay import ReplayTransport
-from providers.sent_results import SENT_RESULTS
 
 _ROUTES = {
     "/v1/responses": "openai_responses",
@@ -118,9 +118,7 @@ class ReplayServer:
                 turn = 0  # not the current conversation's next request: a new one
             script.position = turn + 1
         try:
-            reply = transport.send(
-                request=body, turn=turn, model=model, results=SENT_RESULTS[family](body)
-            )
+            reply = transport.send(request=body, turn=turn, model=model)
         except TransportError as exc:
             return _error(400, str(exc)), False
         if reply.kind != "http_error" and (reply.kind == "stream") != streamed:

@@ -13,14 +13,14 @@ READMEs (openai-python, anthropic-sdk-python: ``base_url``, ``max_retries``, ``t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
 from providers import sse
-from providers.base import ToolResultMessage, WireReply
+from providers.base import WireReply
 from providers.errors import TransportError
 from providers.transports import ModelTransport, OnEvent
 
@@ -74,7 +74,6 @@ class _StainlessTransport:
         turn: int,
         model: str,
         on_event: OnEvent | None = None,
-        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         try:
             if self._stream:
@@ -191,7 +190,6 @@ class GoogleTransport:
         turn: int,
         model: str,
         on_event: OnEvent | None = None,
-        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         body = dict(request)
         if self._family == "gemini_interactions" and self._stream:

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from providers.anthropic_messages import rules as anthropic_messages_rules
-from providers.base import Outcome, ParsedReply, ProviderAdapter, ToolResultMessage, WireReply
+from providers.base import Outcome, ParsedReply, ProviderAdapter, WireReply
 from providers.errors import TransportError
 from providers.gemini_generate import rules as gemini_generate_rules
 from providers.gemini_interactions import rules as gemini_interactions_rules
 from providers.openai_chat import rules as openai_chat_rules
 from providers.openai_responses import rules as openai_responses_rules
+from providers.sent_results import SENT_RESULTS
 from providers.transports import OnEvent
 
 _REPLY: dict[str, Any] = {
@@ -56,7 +57,7 @@ _BRANCHING_REPLY: dict[str, Any] = {
 }
 #: JSON Schema (Draft 2020-12) of one scripted reply of :class:`ReplayTransport`: a fixture-format
 #: case (``kind``, ``http_status``, ``headers``, ``body`` or ``events``) or a reply that branches
-#: on the results it was sent (``after_results``).
+#: on the results the request sends back (``after_results``).
 REPLY_SCHEMA: dict[str, Any] = {
     "if": {"required": ["after_results"]},
     "then": _BRANCHING_REPLY,
@@ -178,8 +179,11 @@ class ReplayTransport:
     """Replays a scenario's ``replies`` (fixture-format mappings) one per request.
 
     A reply may instead be ``{"after_results": {"ok": case, "error": case}}``: the scripted model
-    then answers with ``error`` when any result it was just sent is an error envelope (a denied
-    approval, a failed tool) and with ``ok`` otherwise.
+    then answers with ``error`` when any result the request sends back (after its last model
+    turn, read as the family writes it: :data:`providers.sent_results.SENT_RESULTS`) is an error
+    envelope (a denied approval, a failed tool) and with ``ok`` otherwise. It reads the request
+    alone, as a provider does: a fork's first request, or a retried one, carries the results it
+    continues from although none were added to it.
 
     Before serving reply *n* it checks the request against the last non-failure reply before
     *n* (any variant of it) with the family's :data:`REQUEST_RULES` and answers a request that
@@ -202,7 +206,6 @@ class ReplayTransport:
         turn: int,
         model: str = "",
         on_event: OnEvent | None = None,
-        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         if turn >= len(self._replies):
             raise TransportError(
@@ -215,7 +218,8 @@ class ReplayTransport:
         if problem:
             return problem
         variants = _variants(self._replies[turn])
-        branch = "error" if any(result.is_error for result in results) else "ok"
+        sent = SENT_RESULTS[self._adapter.family](request)
+        branch = "error" if any(result.is_error for result in sent) else "ok"
         return WireReply.from_case(variants.get(branch) or next(iter(variants.values())))
 
     def pairing_problem(self, request: Mapping[str, Any], turn: int) -> WireReply | None:

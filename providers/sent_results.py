@@ -1,6 +1,6 @@
 """The tool results a request sends back, read from each family's wire format exactly as its
 adapter writes them (``append_results``): what a scripted model answering ``ok`` or ``error``
-(the fake server) needs to know.
+(the replay transport, and so the fake server) needs to know.
 
 Only the results after the request's last model turn count: those answering the calls of the
 reply before it. Each reader returns them as :class:`ToolResultMessage` in request order;

@@ -6,10 +6,10 @@ embedded default and the tests) and the live transports of ``providers.live`` (t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from providers.base import ToolResultMessage, WireReply
+from providers.base import WireReply
 
 #: Called with each streamed event as it arrives, for progress reporting only.
 OnEvent = Callable[[Mapping[str, Any]], None]
@@ -29,10 +29,8 @@ class ModelTransport(Protocol):
         turn: int,
         model: str,
         on_event: OnEvent | None = None,
-        results: Sequence[ToolResultMessage] = (),
     ) -> WireReply:
         """Send ``request`` (the adapter's JSON body) for ``model`` as the operation's
-        turn ``turn`` (the 0-based turn index: replies already recorded). ``results`` are the tool
-        results the request carries (a scripted model may branch on them; providers read the
-        body)."""
+        turn ``turn`` (the 0-based turn index: replies already recorded). The request is all a
+        model reads: the tool results it carries are in the body."""
         ...

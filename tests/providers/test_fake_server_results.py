@@ -1,13 +1,14 @@
-"""The fake server answers a reply that branches on results (``after_results``) as the replay
-transport does: with ``error`` when a result the request sends back (after the last model turn)
-is an error, ``ok`` otherwise. Each bundled refund scenario is played over HTTP through the live
-(SDK) transport, every request built by the family's own adapter as Callgate builds it."""
+"""Both scripted models, the replay transport and the fake server, answer a reply that branches
+on results (``after_results``) from the request alone: with ``error`` when a result the request
+sends back (after the last model turn) is an error, ``ok`` otherwise, whatever was sent before.
+Each bundled refund scenario is played through the replay transport and over HTTP through the
+live (SDK) transport, every request built by the family's own adapter as Callgate builds it."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from providers.base import ProviderAdapter, ToolResultMessage, WireReply
 from providers.fake_server import ReplayServer
 from providers.families import ADAPTERS
 from providers.live import LiveSettings, live_transport
+from providers.replay import ReplayTransport
+from providers.transports import ModelTransport
 from toolcalls import envelopes
 from toolcalls.envelopes import ErrorCode
 
@@ -45,20 +48,37 @@ def _results(
     ]
 
 
+#: The scripted model a scenario is played against: a transport serving ``scenario`` for
+#: ``model``.
+Scripted = Callable[[dict[str, Any], str], ModelTransport]
+
+
+def _replayed(scenario: dict[str, Any], model: str) -> ModelTransport:
+    return ReplayTransport(adapter=ADAPTERS[scenario["family"]], replies=scenario["replies"])
+
+
+def _served(server: ReplayServer) -> Scripted:
+    """The fake ``server``, through the live transport."""
+
+    def transport(scenario: dict[str, Any], model: str) -> ModelTransport:
+        family, replies = scenario["family"], scenario["replies"]
+        server.script(model=model, family=family, replies=replies)
+        base_url = server.base_url(ADAPTERS[family].provider)
+        settings = LiveSettings(api_key="test-key", base_url=base_url, timeout_s=10)
+        return live_transport(family, settings, stream=replies[0]["kind"] == "stream")
+
+    return transport
+
+
 def _final_text(
-    server: ReplayServer, scenario: dict[str, Any], *, failed: Collection[int]
+    scripted: Scripted, scenario: dict[str, Any], *, failed: Collection[int]
 ) -> str | None:
     """Play ``scenario`` to its last reply, the results of the replies at the ``failed`` turns
     errors; the text of that last reply."""
     family, model = scenario["family"], f"model-{uuid.uuid4().hex[:12]}"
     replies = scenario["replies"]
-    server.script(model=model, family=family, replies=replies)
     adapter = ADAPTERS[family]
-    streamed = replies[0]["kind"] == "stream"
-    settings = LiveSettings(
-        api_key="test-key", base_url=server.base_url(adapter.provider), timeout_s=10
-    )
-    transport = live_transport(family, settings, stream=streamed)
+    transport = scripted(scenario, model)
     conversation = adapter.start_conversation(user_input=scenario["input"])
     for turn in range(len(replies)):
         body = adapter.build_request(model=model, conversation=conversation, tools=[])
@@ -74,10 +94,14 @@ def _scripted_text(adapter: ProviderAdapter, branch: dict[str, Any]) -> str | No
     return adapter.parse_reply(WireReply.from_case(branch)).text
 
 
+@pytest.mark.parametrize("via", ["replay", "fake_server"])
 @pytest.mark.parametrize("path", REFUNDS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_a_branching_reply_answers_the_variant_of_the_latest_results(
-    replay_server: ReplayServer, path: Path
+    request: pytest.FixtureRequest, via: str, path: Path
 ) -> None:
+    scripted = (
+        _served(request.getfixturevalue("replay_server")) if via == "fake_server" else _replayed
+    )
     scenario = json.loads(path.read_text())
     adapter = ADAPTERS[scenario["family"]]
     branches = scenario["replies"][-1]["after_results"]
@@ -85,6 +109,6 @@ def test_a_branching_reply_answers_the_variant_of_the_latest_results(
     assert ok and error and ok != error
     last = len(scenario["replies"]) - 2  # the turn whose results the branching reply answers
     earlier = range(last)
-    assert _final_text(replay_server, scenario, failed=[last]) == error  # the submit was denied
-    assert _final_text(replay_server, scenario, failed=[]) == ok
-    assert _final_text(replay_server, scenario, failed=earlier) == ok  # older errors do not count
+    assert _final_text(scripted, scenario, failed=[last]) == error  # the submit was denied
+    assert _final_text(scripted, scenario, failed=[]) == ok
+    assert _final_text(scripted, scenario, failed=earlier) == ok  # older errors do not count

@@ -113,6 +113,21 @@ def test_retryable_failures_retry_with_backoff_then_succeed(demo) -> None:
     assert operation.retry_count == 0
 
 
+def test_a_retried_request_after_a_denial_answers_the_denial(demo) -> None:
+    # The retry sends no result anew but carries the denial: the scripted model reads it there
+    # (the refund scenario's ``error`` branch), as a model reads the request.
+    replies = bundled_replies("refund_approve")
+    replies.insert(-1, r.http_error(503, "server_error"))
+    operation = start(demo, replies)
+    approval = operation.approvals.get()
+    approval_decide(approval_pk=approval.pk, actor=operator(), approve=False, reason="No photo.")
+    operation.refresh_from_db()
+    outcomes = list(operation.turns.order_by("index").values_list("outcome", flat=True))
+    assert outcomes[-2:] == ["API_FAILURE", "FINAL_TEXT"]
+    assert operation.state == S.COMPLETED
+    assert "no money has been moved" in operation.final_text
+
+
 @override_settings(CALLGATE_MODEL_MAX_RETRIES=2)
 def test_retries_are_bounded(demo) -> None:
     operation = start(demo, [r.http_error(503, "server_error")] * 4)

@@ -87,6 +87,24 @@ def test_a_fork_runs_no_settled_effect_twice(demo, eager_tasks, family: str) -> 
     assert created.details["from_turn"] == draft_turn
 
 
+@pytest.mark.parametrize("family", ["anthropic_messages", "gemini_generate", "openai_responses"])
+def test_a_fork_after_a_denial_answers_the_denial(demo, eager_tasks, family: str) -> None:
+    original = start_family(demo, family, bundled_replies("refund_approve", family))
+    approval = original.approvals.get()
+    approval_decide(approval_pk=approval.pk, actor=operator(), approve=False, reason="No photo.")
+    original.refresh_from_db()
+    assert "no money has been moved" in original.final_text
+    after = _proposing(original, "submit_refund") + 1
+    fork = operation_fork(operation_pk=original.pk, from_turn=after, actor=FORKER)
+    fork.refresh_from_db()
+    # Its first request adds no result: it ends with the denial, which the scripted model reads
+    # from it (the refund scenario's ``error`` branch), as from the original's.
+    first = fork.turns.get(index=after).request_body
+    assert first == original.turns.get(index=after).request_body
+    assert (fork.state, fork.final_text) == (S.COMPLETED, original.final_text)
+    assert not LedgerEntry.objects.exists()
+
+
 def test_a_fork_may_use_another_model_from_the_first_turn(demo, eager_tasks) -> None:
     original = _refunded(demo, "openai_chat")
     fork = operation_fork(operation_pk=original.pk, from_turn=0, actor=FORKER, model="other")

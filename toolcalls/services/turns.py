@@ -66,7 +66,6 @@ class TurnClaim:
     #: Items of the conversation the body carries (at the end of its conversation field).
     conversation_length: int
     transport: ModelTransport
-    results: tuple[ToolResultMessage, ...] = ()
     trace_context: Mapping[str, str] = field(default_factory=dict)  # empty: untraced
 
 
@@ -245,7 +244,6 @@ def _claimed(step: Step, transport: ModelTransport, results: list[ToolResultMess
         conversation_length=len(operation.conversation),
         transport=transport,
         trace_context=operation.trace_context,
-        results=tuple(results),
     )
 
 
@@ -264,7 +262,6 @@ def _request(claim: TurnClaim) -> tuple[WireReply | None, ParsedReply]:
             turn=claim.turn,
             model=claim.model,
             on_event=_progress(claim),
-            results=claim.results,
         )
     except TransportError as exc:
         failure = ParsedReply(
