@@ -14,6 +14,17 @@ from toolcalls.console.forms import FilterForm
 from toolcalls.registry import RISKS
 from toolcalls.typed_json import typed_json
 
+#: How much of an error on the edited arguments the decide page shows: a message quoting a
+#: value (a schema's "'…' does not match …") is cut here: the arguments themselves are in the box.
+ERROR_SHOWN = 500
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= ERROR_SHOWN:
+        return message
+    left = len(message) - ERROR_SHOWN
+    return f"{message[:ERROR_SHOWN]}… ({left:,} more characters not shown: the arguments are below)"
+
 
 class DecisionForm(forms.Form):
     """Approve (optionally with edited arguments) or deny (with a reason for the model)."""
@@ -47,6 +58,18 @@ class DecisionForm(forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("The arguments must be one JSON object.")
         return None if value == json.loads(self.original or "null") else value
+
+    def add_error(self, field: str | None, error: Any) -> None:
+        """An error on the arguments, the form's own or the service's, is shown cut to
+        :data:`ERROR_SHOWN` characters: the box already holds what was typed, so a megabyte
+        argument quoted by its error is not on the page twice."""
+        if field == "arguments":
+            error = forms.ValidationError([_shortened(m) for m in _messages(error)])
+        super().add_error(field, error)
+
+
+def _messages(error: Any) -> list[str]:
+    return error.messages if isinstance(error, forms.ValidationError) else [str(error)]
 
 
 #: What the expiring box sends ticked ("on") and what the queue's links write ("1").

@@ -4,6 +4,8 @@ exactly, NUL in the search box or in an ID of a URL) is answered with a message 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -84,6 +86,27 @@ def test_edited_arguments_no_reader_takes_exactly_are_refused_on_the_field(
     assert response.status_code == 200
     errors = response.context["form"].errors
     assert list(errors) == ["arguments"] and refusal in errors["arguments"][0], errors
+    _unchanged(parked)
+
+
+MEGABYTE = 1_000_000
+
+
+@pytest.mark.parametrize("field", ["order_id", "amount_cents"])
+def test_an_edited_megabyte_argument_is_on_its_error_page_once(parked, field) -> None:
+    """The box keeps what was typed; the schema's error quoting it ("'ZZZ…' does not match",
+    "'ZZZ…' is not of type 'integer'") is cut with a note instead of quoting it all again."""
+    approval = parked.approvals.get()
+    url = reverse("approvals:decide", args=[approval.public_id, "approve"])
+    arguments = {"order_id": "ORD-1001", "draft_id": "RD-ORD-1001-1", "amount_cents": 100}
+    arguments[field] = "Z" * MEGABYTE
+    response = _client("operator").post(url, {"arguments": json.dumps(arguments)})
+    assert response.status_code == 200
+    block = "Z" * 1000
+    assert response.content.decode().count(block) == MEGABYTE // 1000, "on the page once"
+    (error,) = response.context["form"].errors["arguments"]
+    assert error.endswith("more characters not shown: the arguments are below)"), error[-200:]
+    assert len(error) < 700
     _unchanged(parked)
 
 
