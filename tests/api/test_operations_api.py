@@ -449,7 +449,7 @@ def test_stop_an_escalated_operation(client: APIClient) -> None:
     assert response.status_code == 200, response.content
     assert response.json()["state"] == S.STOPPED
     assert response.json()["terminal_reason"] == "STOPPED: the customer withdrew"
-    error_of(post(client, url, {"reason": "again"}), 409, "not_escalated")
+    error_of(post(client, url, {"reason": "again"}), 409, "already_ended")
 
 
 @pytest.mark.parametrize(("action", "body"), [("extend", {}), ("stop", {"reason": "why"})])

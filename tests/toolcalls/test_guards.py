@@ -19,6 +19,7 @@ from toolcalls.registry import Reconciliation, ToolContext, ToolSpec
 from toolcalls.services.escalations import EscalationError, operation_extend, operation_stop
 from toolcalls.services.operations import OperationError
 from toolcalls.services.reconcile import call_resolve
+from toolcalls.services.transitions import OperationEnded
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -121,9 +122,9 @@ def test_extension_refusals(demo) -> None:
     )
     operation.refresh_from_db()
     assert operation.state == S.COMPLETED
-    with pytest.raises(EscalationError) as exc:
+    with pytest.raises(OperationEnded) as ended:
         operation_stop(operation_pk=operation.pk, actor=Actor.system("test"), reason="late")
-    assert exc.value.code == "not_escalated"
+    assert ended.value.code == "already_ended"
 
 
 def test_an_extension_that_does_not_raise_the_tripped_budget_is_refused(demo) -> None:

@@ -82,6 +82,13 @@ TOOLS_MANAGE = "tools:manage"
 #: What an endpoint declares beside its success: every status the conventions share (401, 403,
 #: 404, 405, 406, 409, 413, 415, 429, 500) is added by ``toolcalls.api.schema.complete_responses``.
 ERRORS = {400: ErrorSerializer}
+#: What a 409 of cancelling, extending or stopping an operation says (docs/api.md).
+_ENDED = "`already_ended`: the operation has ended (`ended: true`); the message names its state."
+_NOT_ESCALATED = "`not_escalated`: it has not ended but is not ESCALATED."
+_KEY_CONFLICT = (
+    "Or the `Idempotency-Key` was used for another request or is still in flight (then with "
+    "`Retry-After`)."
+)
 
 
 class ApiKeyThrottle(SimpleRateThrottle):
@@ -622,6 +629,7 @@ class OperationCancelView(ApiView):
         request=ReasonSerializer,
         responses={
             200: OpenApiResponse(OperationSerializer, "Cancelled.", [examples.OPERATION_CANCELLED]),
+            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {_KEY_CONFLICT}"),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
@@ -654,6 +662,12 @@ class OperationExtendView(ApiView):
                 "Extended and resumed: its next model request is queued.",
                 [examples.OPERATION_RESUMED],
             ),
+            409: OpenApiResponse(
+                ErrorSerializer,
+                f"{_ENDED} {_NOT_ESCALATED} `needs_resolution`: a call's outcome is unknown "
+                "(record it, or stop). `still_over`: the budgets given would trip again at once. "
+                f"{_KEY_CONFLICT}",
+            ),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
@@ -684,6 +698,7 @@ class OperationStopView(ApiView):
         request=ReasonSerializer,
         responses={
             200: OpenApiResponse(OperationSerializer, "Stopped.", [examples.OPERATION_STOPPED]),
+            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {_NOT_ESCALATED} {_KEY_CONFLICT}"),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],

@@ -15,7 +15,7 @@ from toolcalls.errors import CallgateError
 from toolcalls.guards import BudgetError, budgets_for, tripped_guard, turn_trip
 from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
-from toolcalls.services.transitions import operation_transition
+from toolcalls.services.transitions import operation_refuse_ended, operation_transition
 from toolcalls.services.unit import Step, lease_clear, operation_step
 from toolcalls.states import OperationState
 from toolcalls.text import visible
@@ -46,6 +46,7 @@ def _escalated_step(operation_pk: int) -> Iterator[Step]:
     with operation_step(operation_pk, related=()) as step:
         if step is None:
             raise Operation.DoesNotExist(f"no operation {operation_pk}")
+        operation_refuse_ended(step.operation)
         if step.operation.state != OperationState.ESCALATED:
             raise EscalationError("not_escalated", f"the operation is {step.operation.state}")
         yield step
@@ -58,7 +59,9 @@ def operation_extend(
 
     ``budgets`` maps guard names to new limits (may be empty to just continue after a
     no-progress or tool-call trip; the no-progress counter restarts). Raises
-    :class:`EscalationError` (``not_escalated``, ``needs_resolution`` for an unknown outcome,
+    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``) once the
+    operation ended, else :class:`EscalationError` (``not_escalated`` while it runs unescalated,
+    ``needs_resolution`` for an unknown outcome,
     ``bad_budget``, also for a budget given below the operation's, ``still_over`` when the new
     limits would trip again at once).
     """
@@ -108,7 +111,9 @@ def _refuse_unraised(operation: Operation, merged: Mapping[str, Any]) -> None:
 
 
 def operation_stop(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
-    """End an escalated operation for good (STOPPED). Raises :class:`EscalationError`."""
+    """End an escalated operation for good (STOPPED). Raises :class:`EscalationError`
+    (``reason_required``, ``not_escalated``) or, once it ended,
+    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``)."""
     if not visible(reason):
         raise EscalationError("reason_required", "say why the operation is stopped")
     with _escalated_step(operation_pk) as step:

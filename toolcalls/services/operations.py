@@ -30,11 +30,11 @@ from toolcalls.guards import BudgetError, budgets_for
 from toolcalls.models import AgentRevision, Operation, ReplayScript, Tenant
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.scripts import replies_check
-from toolcalls.services.transitions import operation_transition
+from toolcalls.services.transitions import operation_refuse_ended, operation_transition
 from toolcalls.services.transports import live_settings
 from toolcalls.services.unit import Step, lease_clear, operation_step
 from toolcalls.services.writes import rows_insert
-from toolcalls.states import OPERATION_TERMINAL, AuditKind, OperationState
+from toolcalls.states import AuditKind, OperationState
 
 
 class OperationError(CallgateError):
@@ -450,15 +450,12 @@ def _fork_details(operation: Operation) -> dict[str, Any]:
 def operation_cancel(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
     """Cancel an operation that has not ended (CANCELLED). Calls already running finish and are
     recorded, but nothing new starts; pending approvals are superseded. Raises
-    :class:`OperationError` (``already_ended``)."""
+    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``)."""
     with operation_step(operation_pk, related=()) as step:
         if step is None:
             raise Operation.DoesNotExist(f"no operation {operation_pk}")
         operation = step.operation
-        if operation.state in OPERATION_TERMINAL:
-            raise OperationError(
-                "already_ended", f"the operation already ended ({operation.state})"
-            )
+        operation_refuse_ended(operation)
         lease_clear(step, operation)
         reason = f"CANCELLED: {reason}"
         operation_transition(step, to_state=OperationState.CANCELLED, actor=actor, reason=reason)

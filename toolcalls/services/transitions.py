@@ -13,10 +13,12 @@ from typing import Any
 from django.db import connection, models
 
 from toolcalls.actors import Actor
+from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
 from toolcalls.services.unit import Step
 from toolcalls.states import (
     CALL_TRANSITIONS,
+    OPERATION_TERMINAL,
     OPERATION_TRANSITIONS,
     AuditKind,
     OperationState,
@@ -35,6 +37,19 @@ _REASON_STATES = frozenset(
         OperationState.CANCELLED,
     }
 )
+
+
+class OperationEnded(CallgateError):
+    """An action on an operation in a final state, where nothing more happens to it."""
+
+    default_code = "already_ended"
+
+
+def operation_refuse_ended(operation: Operation) -> None:
+    """Raise :class:`OperationEnded` (``already_ended``) when ``operation`` has ended: the one
+    refusal of cancelling, extending and stopping it then, whatever each needs otherwise."""
+    if operation.state in OPERATION_TERMINAL:
+        raise OperationEnded(message=f"the operation already ended ({operation.state})")
 
 
 def operation_transition(
