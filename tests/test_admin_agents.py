@@ -74,6 +74,31 @@ def test_a_superuser_creates_an_agent_and_each_change_is_a_new_revision(
     assert superuser.get(url(AgentProfile, "delete", profile.pk)).status_code == 403
 
 
+def test_saving_an_agent_unchanged_keeps_its_revision_and_says_so(
+    superuser: Client, tenant: Tenant
+) -> None:
+    """It made a new revision identical to the last one, and said it was changed."""
+    superuser.post(url(AgentProfile, "add"), _form(tenant=tenant.pk, name="refunds"))
+    profile = AgentProfile.objects.get(tenant=tenant, name="refunds")
+    shown = superuser.get(change_url(profile)).context["adminform"].form
+    as_shown = {name: shown[name].value() for name in ("settings", "tools", "budgets")}
+    formset = {"revisions-INITIAL_FORMS": "1", "revisions-TOTAL_FORMS": "1"}
+    for note in ("", "just looking"):
+        response = superuser.post(
+            change_url(profile), _form(note=note, **as_shown, **formset), follow=True
+        )
+        said = [str(message) for message in response.context["messages"]]
+        kept = "Nothing changed: refunds stays at revision 1."
+        assert said == [kept + (" The note is kept only with a change." if note else "")]
+    assert list(profile.revisions.values_list("number", "note")) == [(1, "")]
+    profile.refresh_from_db()
+    assert profile.latest_revision == 1
+    response = superuser.post(change_url(profile), _form(model="gpt-5.2", **formset), follow=True)
+    (said,) = response.context["messages"]
+    assert "was changed successfully" in str(said)
+    assert profile.revisions.count() == 2
+
+
 def test_a_bad_definition_is_a_form_error(superuser: Client, tenant: Tenant) -> None:
     for fields, field in [
         ({"tools": json.dumps(["launch_rocket"])}, "tools"),

@@ -663,12 +663,31 @@ class AgentProfileAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, adm
         actor = Actor.user(request.user)
         note = form.cleaned_data.get("note", "")
         if change:
-            agent_revise(profile=obj, changes=form.definition, actor=actor, note=note)
+            shown = obj.latest_revision
+            revision = agent_revise(profile=obj, changes=form.definition, actor=actor, note=note)
+            # Read by ``response_change``: the service kept the latest revision, nothing changed.
+            obj.revision_kept = revision.number == shown
+            obj.latest_revision = revision.number
             return
         revision = agent_create(
             tenant=obj.tenant, name=obj.name, definition=form.definition, actor=actor, note=note
         )
         obj.pk, obj._state.adding = revision.profile.pk, False
+
+    def response_change(self, request: HttpRequest, obj: Any) -> Any:
+        """Saved unchanged: say that it stays at its revision (and that a note alone is not
+        kept), not Django's "changed successfully"; then go where the button asked."""
+        if not getattr(obj, "revision_kept", False):
+            return super().response_change(request, obj)
+        noted = request.POST.get("note", "").strip()
+        unkept = " The note is kept only with a change." if noted else ""
+        message = f"Nothing changed: {obj} stays at revision {obj.latest_revision}.{unkept}"
+        self.message_user(request, message, messages.INFO)
+        if "_continue" in request.POST:
+            return redirect(request.get_full_path())
+        if "_addanother" in request.POST:
+            return redirect("admin:toolcalls_agentprofile_add")
+        return self.response_post_save_change(request, obj)
 
 
 @admin.register(AgentRevision)

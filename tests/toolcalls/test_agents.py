@@ -73,6 +73,23 @@ def test_each_change_is_a_new_numbered_revision_keeping_what_it_leaves_out(demo:
     assert first.profile.latest_revision == 2
 
 
+def test_a_revision_that_changes_nothing_keeps_the_latest(demo: Any) -> None:
+    """Saving a definition unchanged made a new, identical revision each time."""
+    first = _agent(demo, settings={"temperature": 0.2, "max_output_tokens": 500})
+    same = AgentDefinition(
+        instructions="You handle refunds.",
+        settings={"max_output_tokens": 500, "temperature": 0.2},  # another key order
+        tool_names=list(first.tool_names),
+    )
+    kept = agent_revise(profile=first.profile, changes=same, actor=ACTOR, note="no change")
+    assert kept.pk == first.pk and kept.label == "refunds@1" and kept.note == ""
+    assert agent_revise(profile=first.profile, changes={}, actor=ACTOR).pk == first.pk
+    first.profile.refresh_from_db()
+    assert first.profile.latest_revision == 1
+    changed = agent_revise(profile=first.profile, changes={"model": "gpt-5.2"}, actor=ACTOR)
+    assert changed.label == "refunds@2"
+
+
 def test_a_new_agent_is_offered_every_tool_of_its_tenant_by_default(demo: Any) -> None:
     assert _agent(demo).tool_names == catalogue.tool_names(demo.tenant)
 

@@ -10,6 +10,7 @@ when, are the profile's history. How a request combines with a revision:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
@@ -121,7 +122,9 @@ def agent_revise(
     *, profile: AgentProfile, changes: AgentDefinition, actor: Actor, note: str = ""
 ) -> AgentRevision:
     """The next revision of ``profile``: its latest revision with ``changes`` applied (a field
-    left out keeps its value). Raises as :func:`agent_definition_check` does."""
+    left out keeps its value). When that changes nothing the latest revision stays the latest
+    and is returned (``note`` is kept only with a change): saving a definition unchanged makes
+    no identical revision. Raises as :func:`agent_definition_check` does."""
     with transaction.atomic():
         locked = AgentProfile.objects.select_for_update().get(pk=profile.pk)
         latest = locked.revisions.get(number=locked.latest_revision)
@@ -136,7 +139,20 @@ def agent_revise(
         )
         definition.update(changes)
         checked = agent_definition_check(tenant=locked.tenant, definition=definition)
+        if _defines(latest, checked):
+            return latest
         return _revision_add(locked, checked, actor=actor, note=note)
+
+
+def _defines(revision: AgentRevision, definition: AgentDefinition) -> bool:
+    """Whether ``revision`` holds ``definition`` (in its stored form) already. Values compare
+    as the JSON they are stored as: ``1`` and ``1.0`` or ``true`` differ, a mapping's key
+    order does not."""
+    return all(_json(getattr(revision, name)) == _json(value) for name, value in definition.items())
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _revision_add(
