@@ -22,6 +22,7 @@ from toolcalls.registry import ToolError
 from toolcalls.selectors import principal_names
 from toolcalls.services.approvals import precondition_refusal
 from toolcalls.services.results import tool_context
+from toolcalls.states import CallState
 from toolcalls.storage import storable
 
 #: The header shows "1000+" beyond this, so the count never scans a big table.
@@ -300,11 +301,42 @@ def operation_approvals(*, operation: Operation) -> list[ApprovalRequest]:
     return list(principal_names(rows, decided_by_name="decided_by"))
 
 
-def approvals_currency(*, approvals: list[ApprovalRequest]) -> str:
-    """The currency the tools' summaries of ``approvals`` name ("" when none does): the
-    console shows an operation's other amounts in cents in it."""
+def operation_currency(
+    *, operation: Operation, approvals: list[ApprovalRequest], calls: list[ToolCall]
+) -> str:
+    """The currency the console shows ``operation``'s amounts in cents in, where what shows
+    them names none ("" when nothing does): the one its approvals' summaries name, as the
+    approval pages show them; else one its calls' results or arguments name (an order looked
+    up); else the one the tool's summary names for its first call of a tool with a summary, as
+    an approval of that call would have recorded it (the same reads, for one call at most)."""
     for approval in approvals:
-        for pair in approval.summary:
-            if isinstance(pair, list) and len(pair) == 2 and pair[0] == "currency":
-                return str(pair[1])
+        if found := _currency(approval.summary):
+            return found
+    for call in calls:
+        result = call.model_result if isinstance(call.model_result, dict) else {}
+        if found := _currency(result.get("data")) or _currency(call.arguments):
+            return found
+    return _summary_currency(operation, calls)
+
+
+def _currency(value: Any) -> str:
+    """The ``currency`` a summary (``[field, value]`` pairs) or an object names, else ""."""
+    if isinstance(value, list):
+        value = dict(pair for pair in value if isinstance(pair, list) and len(pair) == 2)
+    found = value.get("currency") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else ""
+
+
+def _summary_currency(operation: Operation, calls: list[ToolCall]) -> str:
+    for call in calls:
+        spec = registry.get(call.tool_name)
+        # A rejected call's arguments may lack what the summary reads: it is never summarized.
+        if spec is None or spec.summary is None or call.state == CallState.REJECTED:
+            continue
+        if not isinstance(call.arguments, dict):
+            continue
+        try:
+            return _currency(spec.summary(tool_context(operation, call), call.arguments))
+        except ToolError:
+            return ""
     return ""

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import approvals_currency, operation_approvals
+from approvals.selectors import operation_approvals, operation_currency
 from toolcalls import selectors
 from toolcalls.actors import Actor
 from toolcalls.console.diagram import operation_diagram
@@ -60,7 +60,11 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "operation": operation,
         "outcome": selectors.operation_outcome(operation=operation, turns=turns),
         "approvals": approvals,
-        "currency": approvals_currency(approvals=approvals),
+        "currency": operation_currency(
+            operation=operation,
+            approvals=approvals,
+            calls=[call for item in turns for call in item["calls"]],
+        ),
         "turns": turns,
         "timeline": timeline,
         "diagram": operation_diagram(transitions=path, current=operation.state),
