@@ -73,12 +73,13 @@ def _decider_member(user_pk: int) -> Exists:
     return Exists(members.filter(user_id=user_pk))
 
 
-#: Approval ``approval_pk`` with its operation, tenant and call, and whether user ``user_pk``
-#: belongs to its tenant (``decider_member``): what approving it checks first.
+#: Approval ``approval_pk`` with its operation, tenant and call, whether user ``user_pk``
+#: belongs to its tenant (``decider_member``) and the database's time (``db_now``): what
+#: approving it checks first.
 _TO_APPROVE: Compiled[ApprovalRequest] = Compiled(
     lambda approval_pk, user_pk: (
         ApprovalRequest.objects.select_related("operation__tenant", "call")
-        .annotate(decider_member=_decider_member(user_pk))
+        .annotate(decider_member=_decider_member(user_pk), db_now=Now())
         .filter(pk=approval_pk)
     ),
     approval_pk=int,
@@ -209,18 +210,30 @@ def _summary(
 
 
 def decision_refusal(
-    *, approval: ApprovalRequest, user: User, member: bool | None = None
+    *,
+    approval: ApprovalRequest,
+    user: User,
+    member: bool | None = None,
+    now: datetime | None = None,
 ) -> ApprovalError | None:
     """Why ``user`` cannot decide ``approval`` now, or ``None``: the one statement of the
     decider rules, for the console, the API and :func:`approval_decide`. Reads
     ``approval.operation`` (select it with the approval); ``member``, whether ``user`` belongs
-    to the approval's tenant when that was read with it, else it is asked now."""
+    to the approval's tenant when that was read with it, else it is asked now; ``now``, the
+    time its expiry is judged by (the database's where the caller read it; this server's
+    clock by default). An approval that expired is ``expired`` whether the expiry is recorded
+    yet or not; ``already_decided`` is an approval a person decided."""
     if not user.has_perm(DECIDE_PERMISSION):
         return ApprovalError("not_permitted", "You can read approvals but not decide them.")
     if member is None:
         member = bool(_MEMBERSHIP.run(tenant_pk=approval.tenant_id, user_pk=user.pk))
     if not member:
         return ApprovalError("not_permitted", "You may not decide approvals for this tenant.")
+    if approval.state == ApprovalState.EXPIRED or (
+        approval.state == ApprovalState.PENDING
+        and (now or timezone.now()) >= approval.decidable_until
+    ):
+        return _expired_refusal(approval)
     if approval.state != ApprovalState.PENDING:
         message = f"This approval is already {approval.state}; it can no longer be decided."
         return ApprovalError("already_decided", message)
@@ -235,6 +248,21 @@ def decision_refusal(
         message = "You started this operation (a fork); another operator must decide its calls."
         return ApprovalError("self_approval", message)
     return None
+
+
+def _expired_refusal(approval: ApprovalRequest) -> ApprovalError:
+    """``expired``, saying when: at its :attr:`~ApprovalRequest.decidable_until`, or when it was
+    recorded expired if that came first (its operation's deadline was extended since)."""
+    expiry = approval.decidable_until
+    if approval.decided_at is not None:
+        expiry = min(expiry, approval.decided_at)
+    return ApprovalError("expired", f"This approval expired at {expiry:%Y-%m-%d %H:%M:%S} UTC.")
+
+
+def _unrecorded_expiry(approval: ApprovalRequest, refusal: ApprovalError) -> bool:
+    """Whether ``refusal`` is the expiry of ``approval`` that the sweep has not recorded yet:
+    deciding it records it (as EXPIRED, the call's ``APPROVAL_EXPIRED``), then refuses."""
+    return refusal.code == "expired" and approval.state == ApprovalState.PENDING
 
 
 def approval_decide(
@@ -256,7 +284,8 @@ def approval_decide(
     revision, and the tool's precondition; else ``invalid_edit``), the diff, new digest and
     editor are audited, and the model is told the call ran with edited arguments. An approval
     past ``expires_at`` (database time) is marked EXPIRED and the call gets an
-    ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")`` is raised after that commits. An
+    ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")`` is raised after that commits, and
+    for an approval recorded EXPIRED before (by the sweep or such a decision) as well. An
     approval whose operation already ended is ``superseded``. On approve, the engine resumes the
     call after commit.
     """
@@ -268,17 +297,16 @@ def approval_decide(
     with call_step(call_pk) as step:
         approval = _locked(step, approval_pk, decider=actor)
         member = approval.decider_member  # type: ignore[attr-defined]
-        refusal = decision_refusal(approval=approval, user=actor, member=member)
-        if refusal:
-            raise refusal
-        expired = _expired(approval)
-        if expired:
-            _expire(step, approval, actor=ENGINE)
-        else:
+        now = approval.db_now  # type: ignore[attr-defined]
+        refusal = decision_refusal(approval=approval, user=actor, member=member, now=now)
+        if refusal is None:
             _decide(step, approval, actor, who, approve, reason, arguments)
-    if expired:
-        expiry = approval.decidable_until
-        raise ApprovalError("expired", f"This approval expired at {expiry:%Y-%m-%d %H:%M:%S} UTC.")
+        elif _unrecorded_expiry(approval, refusal):
+            _expire(step, approval, actor=ENGINE)  # kept: the refusal is raised once committed
+        else:
+            raise refusal
+    if refusal is not None:
+        raise refusal
     return approval
 
 
@@ -318,8 +346,11 @@ def _approve_precheck(approval_pk: int, actor: User, arguments: Any) -> int:
     Who may not decide learns nothing about the call. Resume checks the precondition again."""
     approval = _TO_APPROVE.get(approval_pk=approval_pk, user_pk=actor.pk)
     member = approval.decider_member  # type: ignore[attr-defined]
-    refusal = decision_refusal(approval=approval, user=actor, member=member)
-    if refusal:
+    now = approval.db_now  # type: ignore[attr-defined]
+    refusal = decision_refusal(approval=approval, user=actor, member=member, now=now)
+    if refusal is not None and _unrecorded_expiry(approval, refusal):
+        return approval.call_id  # the locked step records the expiry, then refuses
+    if refusal is not None:
         raise refusal
     if arguments is not None:
         operation, call = approval.operation, approval.call

@@ -43,11 +43,7 @@ def _approval(request: AuthenticatedHttpRequest, public_id: str) -> ApprovalRequ
 def _blocker(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str | None:
     """Why this user cannot decide this approval now, or ``None``."""
     refusal = decision_refusal(approval=approval, user=request.user)
-    if refusal:
-        return refusal.message
-    if approval.expired_now:  # shown at once, before the sweep records it
-        return "This approval has expired; it can no longer be decided."
-    return None
+    return refusal.message if refusal else None
 
 
 def _pretty(canonical: str) -> str:

@@ -21,6 +21,7 @@ from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import ErrorSerializer
 from toolcalls.api.views import (
     ERRORS,
+    KEY_CONFLICT,
     NO_FILTER,
     READ,
     ApiCursor,
@@ -170,7 +171,18 @@ class ApprovalDecideView(_Approvals):
         request=DecisionSerializer,
         responses={
             200: OpenApiResponse(ApprovalSerializer, "Decided.", [examples.APPROVAL_DECIDED]),
-            410: ErrorSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                "`already_decided`: a person approved or denied it. `superseded`: its operation "
+                "ended while it was pending. `precondition_failed`: approving, the tool's "
+                f"precondition refuses the call now. {KEY_CONFLICT}",
+            ),
+            410: OpenApiResponse(
+                ErrorSerializer,
+                "`expired`: the approval expired (its `expires_at` or its operation's deadline "
+                "passed, by database time) before this decision, whether the expiry sweep has "
+                "recorded it yet or not.",
+            ),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],

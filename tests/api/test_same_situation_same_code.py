@@ -4,13 +4,19 @@ the same code whichever endpoint meets it and whenever it is met."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models.functions import Now
 from rest_framework.test import APIClient
 
-from tests.api.support import READ, WRITE, create, error_of, get, keyed_client, post
+from approvals.models import ApprovalRequest
+from approvals.services import approvals_expire_due
+from approvals.states import ApprovalState
+from tests.api.support import DECIDE, READ, WRITE, create, error_of, get, keyed_client, post
 from tests.replies import final
+from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.services import DemoSeed
 from toolcalls.states import OperationState
 
@@ -23,7 +29,8 @@ ACTIONS = {"cancel": {"reason": "again"}, "extend": {}, "stop": {"reason": "agai
 
 @pytest.fixture
 def client(demo: DemoSeed) -> APIClient:
-    return keyed_client(demo.tenant, READ, WRITE, name="billing")[0]
+    """A service that starts operations and decides approvals, but not its own."""
+    return keyed_client(demo.tenant, READ, WRITE, DECIDE, name="billing")[0]
 
 
 def _ended(client: APIClient, how: str) -> dict[str, Any]:
@@ -65,6 +72,71 @@ def test_a_running_operation_that_did_not_escalate_is_not_escalated(
     error_of(response, 409, "not_escalated")
 
 
+# --- an approval that expired ------------------------------------------------------------------
+
+
+@pytest.fixture
+def operator(demo: DemoSeed) -> APIClient:
+    """A second service, which decides the first one's approvals."""
+    return keyed_client(demo.tenant, READ, DECIDE, name="review")[0]
+
+
+def _expired_approval(client: APIClient, *, swept: bool) -> dict[str, Any]:
+    """A refund's approval past its expiry by the database's clock; recorded EXPIRED by the
+    expiry sweep when ``swept``, else still PENDING as recorded."""
+    operation = create(client)
+    (approval,) = get(client, "/approvals", {"operation": operation["id"]}).json()["results"]
+    rows = ApprovalRequest.objects.filter(public_id=approval["id"])
+    rows.update(expires_at=Now() - timedelta(seconds=1))
+    if swept:
+        assert approvals_expire_due() == 1
+    return approval
+
+
+def _decision(client: APIClient, approval: dict[str, Any], decision: str) -> Any:
+    body = {"decision": decision, "reason": "late"}
+    return post(client, f"/approvals/{approval['id']}/decide", body)
+
+
+@pytest.mark.parametrize("swept", [False, True], ids=["before the sweep", "after the sweep"])
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_an_approval_that_expired_is_410_expired_whenever_it_is_decided(
+    client: APIClient, operator: APIClient, swept: bool, decision: str
+) -> None:
+    approval = _expired_approval(client, swept=swept)
+    first = error_of(_decision(operator, approval, decision), 410, "expired")
+    stored = ApprovalRequest.objects.select_related("operation").get(public_id=approval["id"])
+    assert stored.state == ApprovalState.EXPIRED  # recorded, by the sweep or by this decision
+    expiry = f"{stored.expires_at:%Y-%m-%d %H:%M:%S}"
+    assert first["message"] == f"This approval expired at {expiry} UTC."
+    for again in ("approve", "deny"):
+        error = error_of(_decision(operator, approval, again), 410, "expired")
+        assert error["message"] == first["message"]
+    assert not LedgerEntry.objects.exists()
+
+
+@pytest.mark.parametrize("swept", [False, True], ids=["before the sweep", "after the sweep"])
+def test_its_requester_deciding_an_approval_that_expired_is_410_expired_too(
+    client: APIClient, swept: bool
+) -> None:
+    """Expired comes before who may decide it (four-eyes), as before any state it could be in."""
+    approval = _expired_approval(client, swept=swept)
+    error_of(_decision(client, approval, "approve"), 410, "expired")
+
+
+def test_a_decision_a_person_made_is_409_already_decided(
+    client: APIClient, operator: APIClient
+) -> None:
+    operation = create(client)
+    (approval,) = get(client, "/approvals", {"operation": operation["id"]}).json()["results"]
+    assert _decision(operator, approval, "deny").status_code == 200
+    rows = ApprovalRequest.objects.filter(public_id=approval["id"])
+    rows.update(expires_at=Now() - timedelta(seconds=1))  # past it now, but decided in time
+    for again in ("approve", "deny"):
+        error = error_of(_decision(operator, approval, again), 409, "already_decided")
+        assert "DENIED" in error["message"]
+
+
 def test_the_document_says_which_409_each_operation_action_answers() -> None:
     document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
     for action, codes in [
@@ -75,3 +147,15 @@ def test_the_document_says_which_409_each_operation_action_answers() -> None:
         conflict = document["paths"][OPERATION_ACTION + action]["post"]["responses"]["409"]
         said = re.findall(r"`([a-z_]+)`:", conflict["description"])
         assert said == codes, (action, conflict["description"])
+
+
+def test_the_document_says_what_deciding_an_approval_answers_409_and_410() -> None:
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    responses = document["paths"]["/api/v1/approvals/{public_id}/decide"]["post"]["responses"]
+    conflict, gone = responses["409"]["description"], responses["410"]["description"]
+    assert re.findall(r"`([a-z_]+)`:", conflict) == [
+        "already_decided",
+        "superseded",
+        "precondition_failed",
+    ]
+    assert gone.startswith("`expired`:") and "whether the expiry sweep has recorded it" in gone

@@ -242,7 +242,7 @@ def test_approve_racing_the_expiry_sweep_at_the_deadline_has_one_winner(
             assert (click, swept) == ("approved", 0)
         else:  # expired by the sweep, or by the click itself finding the deadline passed
             assert approval.state == ApprovalState.EXPIRED
-            assert (click, swept) in (("already_decided", 1), ("expired", 0)), (click, swept)
+            assert click == "expired", (click, swept)  # recorded by the sweep or not
         assert approval.decided_at is not None
         assert (approval.decided_at < approval.expires_at) == (
             approval.state == ApprovalState.APPROVED

@@ -85,7 +85,8 @@ ERRORS = {400: ErrorSerializer}
 #: What a 409 of cancelling, extending or stopping an operation says (docs/api.md).
 _ENDED = "`already_ended`: the operation has ended (`ended: true`); the message names its state."
 _NOT_ESCALATED = "`not_escalated`: it has not ended but is not ESCALATED."
-_KEY_CONFLICT = (
+#: The 409 every POST may answer beside the refusals of its own (its ``Idempotency-Key``).
+KEY_CONFLICT = (
     "Or the `Idempotency-Key` was used for another request or is still in flight (then with "
     "`Retry-After`)."
 )
@@ -629,7 +630,7 @@ class OperationCancelView(ApiView):
         request=ReasonSerializer,
         responses={
             200: OpenApiResponse(OperationSerializer, "Cancelled.", [examples.OPERATION_CANCELLED]),
-            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {_KEY_CONFLICT}"),
+            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {KEY_CONFLICT}"),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
@@ -666,7 +667,7 @@ class OperationExtendView(ApiView):
                 ErrorSerializer,
                 f"{_ENDED} {_NOT_ESCALATED} `needs_resolution`: a call's outcome is unknown "
                 "(record it, or stop). `still_over`: the budgets given would trip again at once. "
-                f"{_KEY_CONFLICT}",
+                f"{KEY_CONFLICT}",
             ),
             **ERRORS,
         },
@@ -698,7 +699,7 @@ class OperationStopView(ApiView):
         request=ReasonSerializer,
         responses={
             200: OpenApiResponse(OperationSerializer, "Stopped.", [examples.OPERATION_STOPPED]),
-            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {_NOT_ESCALATED} {_KEY_CONFLICT}"),
+            409: OpenApiResponse(ErrorSerializer, f"{_ENDED} {_NOT_ESCALATED} {KEY_CONFLICT}"),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
