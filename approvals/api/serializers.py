@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from approvals.states import ApprovalState
-from toolcalls.api.serializers import NullForBlank, StrictSerializer
+from toolcalls.api.serializers import NullForBlank, OptionalText, StrictSerializer
 
 
 class ApprovalSerializer(NullForBlank):
@@ -89,7 +89,7 @@ class ApprovalSerializer(NullForBlank):
 
 class DecisionSerializer(StrictSerializer):
     decision = serializers.ChoiceField(choices=["approve", "deny"])
-    reason = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    reason = OptionalText(max_length=1000, allow_blank=True)
     arguments = serializers.DictField(
         required=False, help_text="Approve only: replaces the call's arguments (validated again)."
     )

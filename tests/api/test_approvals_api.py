@@ -281,6 +281,24 @@ def test_deny_needs_a_reason(requester: APIClient, operator: APIClient) -> None:
     assert not LedgerEntry.objects.exists()
 
 
+@pytest.mark.parametrize("none", ["left out", None, ""])
+def test_a_decision_without_a_reason_records_a_null_reason(
+    requester: APIClient, operator: APIClient, none: Any
+) -> None:
+    """A reason left out, ``null`` or ``""`` is none: an approval is decided and its audit
+    event says ``"reason": null``, a denial is refused for want of one."""
+    operation_id, approval = _parked(requester)
+    body = {} if none == "left out" else {"reason": none}
+    error_of(_decide(operator, approval["id"], decision="deny", **body), 400, "reason_required")
+    response = _decide(operator, approval["id"], decision="approve", **body)
+    assert response.status_code == 200, response.content
+    assert response.json()["decision_reason"] is None
+    events = get(requester, f"/operations/{operation_id}/events").json()["results"]
+    (decided,) = [e for e in events if e["kind"] == "approval.transition"]
+    assert decided["to_state"] == ApprovalState.APPROVED
+    assert "reason" in decided["details"] and decided["details"]["reason"] is None
+
+
 @pytest.mark.parametrize(
     ("body", "place"),
     [

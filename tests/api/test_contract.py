@@ -142,6 +142,36 @@ def test_the_rules_catch_a_nullable_without_type_and_a_missing_read_only_field(
     ]
 
 
+def test_a_remote_server_s_or_tool_s_absent_text_is_documented_as_null(
+    document: dict[str, Any],
+) -> None:
+    """Responses: a string or null, never ""; requests: the text, "" or null (none given)."""
+    schemas = document["components"]["schemas"]
+    tool, server = schemas["RemoteTool"]["properties"], schemas["RemoteServer"]["properties"]
+    absent = ["description", "problem", "pinned_sha256", "risk", "approval_condition"]
+    for value in [*(tool[name] for name in absent), tool["url"], tool["reconcile_url"]]:
+        assert (value["type"], value["nullable"]) == ("string", True), value
+    assert server["url"] == tool["url"] == {
+        "type": "string", "format": "uri", "nullable": True, "maxLength": 500
+    }  # fmt: skip
+    requests = [
+        schemas["ServerCreateRequest"]["properties"]["url"],
+        schemas["ServerCreateRequest"]["properties"]["signing_secret"],
+        schemas["HttpToolCreateRequest"]["properties"]["reconcile_url"],
+        schemas["ReviewRequest"]["properties"]["approval_condition"],
+    ]
+    for value in requests:
+        assert value["anyOf"][1:] == [{"type": "string", "maxLength": 0}, {"enum": [None]}]
+        assert value["anyOf"][0]["minLength"] == 1 and value["default"] == ""
+    for name, field in [
+        ("HttpToolCreateRequest", "description"),
+        ("DecisionRequest", "reason"),
+        ("ExtendRequest", "note"),
+    ]:
+        text = schemas[name]["properties"][field]
+        assert (text["type"], text["nullable"], text["default"]) == ("string", True, "")
+
+
 def test_a_nullable_object_or_choice_says_so_by_its_type_or_its_null_branch(
     document: dict[str, Any],
 ) -> None:

@@ -441,6 +441,17 @@ def test_extend_an_escalated_operation_resumes_it(client: APIClient) -> None:
     error_of(post(client, url, {"budgets": {"max_turns": 20}}), 409, "not_escalated")
 
 
+@pytest.mark.parametrize("none", ["left out", None, ""])
+def test_an_extension_without_a_note_records_a_null_note(client: APIClient, none: Any) -> None:
+    operation = _escalated(client)
+    body = {"budgets": {"max_turns": 10}} | ({} if none == "left out" else {"note": none})
+    response = post(client, f"/operations/{operation['id']}/extend", body)
+    assert response.status_code == 200, response.content
+    events = get(client, f"/operations/{operation['id']}/events").json()["results"]
+    (extended,) = [e for e in events if "extended" in e["details"]]
+    assert extended["details"] == {"extended": {"max_turns": 10}, "note": None}
+
+
 def test_stop_an_escalated_operation(client: APIClient) -> None:
     operation = _escalated(client)
     url = f"/operations/{operation['id']}/stop"

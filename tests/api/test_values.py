@@ -46,6 +46,16 @@ def test_no_row_says_empty_string_for_nothing(demo: DemoSeed) -> None:
     assert rows["pending"][0]["decision_reason"] is None
 
 
+def test_no_audit_event_detail_says_empty_string_for_nothing(demo: DemoSeed) -> None:
+    """The refund was approved without a reason: its decision's event says so by null."""
+    events = _rows(demo)["events"]
+    for event in events:
+        blank = [name for name, value in event["details"].items() if value == ""]
+        assert not blank, (event["kind"], blank, event["details"])
+    (decided,) = [event for event in events if event["kind"] == "approval.transition"]
+    assert decided["details"]["reason"] is None
+
+
 def test_every_date_time_is_utc_with_z(demo: DemoSeed) -> None:
     for kind, found in _rows(demo).items():
         for row in found:

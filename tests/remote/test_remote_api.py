@@ -29,7 +29,8 @@ def test_register_review_enable_and_disable_an_mcp_server(
     server = created.json()
     assert server["header_names"] == ["X-Key"] and "s3" not in created.content.decode()
     (tool,) = server["tools"]
-    assert (tool["name"], tool["enabled"], tool["problem"]) == ("shop__lookup", False, "")
+    assert (tool["name"], tool["enabled"], tool["problem"]) == ("shop__lookup", False, None)
+    assert (tool["pinned_sha256"], tool["url"], tool["reconcile_url"]) == (None, None, None)
     review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
     enabled = post(client, "/remote-servers/shop/tools/lookup/enable", review)
     assert enabled.status_code == 200, enabled.content
@@ -84,7 +85,7 @@ def test_a_served_tool_canonical_json_cannot_hold_is_listed_with_its_problem(
         "the served tool cannot be pinned by its canonical JSON: input_schema/properties/n/maximum"
     )
     assert tools["shop__wide"]["problem"].startswith(said), tools
-    assert tools["shop__lookup"]["problem"] == ""
+    assert tools["shop__lookup"]["problem"] is None
     review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
     refused = post(client, "/remote-servers/shop/tools/wide/enable", review)
     assert error_of(refused, 400, "invalid_tool")["message"].startswith(said)
@@ -108,6 +109,71 @@ def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
     assert "key_arguments" in refused["message"]
     bad = {**tool, "input_schema": {"type": "object", "properties": {"a": {"type": 7}}}}
     error_of(post(client, "/remote-servers/ledger/tools", bad), 400, "invalid_tool")
+
+
+def _blank_values(value: Any, at: str = "") -> list[str]:
+    """Where ``value`` (a response body) holds ``""``, as JSON pointers."""
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in _blank_values(item, f"{at}/{key}")]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _blank_values(item, f"{at}/{i}")]
+    return [at] if value == "" else []
+
+
+def test_what_a_server_or_tool_does_not_have_reads_null(demo: Any) -> None:
+    """An HTTP server has no URL; its tool, registered without description or reconcile URL,
+    has no problem, no pinned revision until enabled and no approval condition: each is
+    ``null``, never ``""``."""
+    client, _ = keyed_client(demo.tenant, MANAGE)
+    body = {"name": "ledger", "kind": "http", "signing_secret": "s"}
+    server = post(client, "/remote-servers", body).json()
+    assert server["url"] is None and _blank_values(server) == []
+    tool = {"name": "pay", "input_schema": SCHEMA, "url": "http://127.0.0.1:9/pay"}
+    created = post(client, "/remote-servers/ledger/tools", tool).json()
+    absent = ("description", "problem", "pinned_sha256", "approval_condition", "reconcile_url")
+    assert {name: created[name] for name in absent} == dict.fromkeys(absent)
+    assert _blank_values(created) == []
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    enabled = post(client, "/remote-servers/ledger/tools/pay/enable", review).json()
+    assert enabled["pinned_sha256"] == enabled["served_sha256"]
+    assert (enabled["problem"], enabled["approval_condition"]) == (None, None)
+    listed = get(client, "/remote-servers").json()
+    assert listed == [get(client, "/remote-servers/ledger").json()]
+    assert _blank_values(listed) == []
+
+
+@pytest.mark.parametrize("none", ["left out", None, ""])
+def test_optional_text_left_out_null_or_blank_means_none_given(demo: Any, none: Any) -> None:
+    """What a response shows as ``null`` can be sent back: a server's url and signing secret,
+    a tool's description and reconcile URL, a review's approval condition take ``null`` and
+    ``""`` as leaving them out. Blank text other than ``""`` is still refused."""
+    client, _ = keyed_client(demo.tenant, MANAGE)
+
+    def given(body: dict[str, Any], *names: str) -> dict[str, Any]:
+        return body if none == "left out" else {**body, **dict.fromkeys(names, none)}
+
+    server = given({"name": "ledger", "kind": "http"}, "url", "signing_secret")
+    refused = error_of(post(client, "/remote-servers", server), 400, "invalid_server")
+    assert "signing_secret" in refused["message"]
+    created = post(client, "/remote-servers", {**server, "signing_secret": "s"})
+    assert created.status_code == 201, created.content
+    assert created.json()["url"] is None
+    tool = {"name": "pay", "input_schema": SCHEMA, "url": "http://127.0.0.1:9/pay"}
+    registered = post(
+        client, "/remote-servers/ledger/tools", given(tool, "description", "reconcile_url")
+    )
+    assert registered.status_code == 201, registered.content
+    assert (registered.json()["description"], registered.json()["reconcile_url"]) == (None, None)
+    review = given({"risk": "read", "timeout_ms": 2000, "approval": "never"}, "approval_condition")
+    enabled = post(client, "/remote-servers/ledger/tools/pay/enable", review)
+    assert enabled.status_code == 200, enabled.content
+    assert enabled.json()["approval_condition"] is None
+    assert "ledger__pay" in catalogue.tool_names(demo.tenant)
+    blank = {**review, "approval_condition": " \u200b "}
+    error = error_of(
+        post(client, "/remote-servers/ledger/tools/pay/enable", blank), 400, "invalid_request"
+    )
+    assert set(fields_of(error)) == {"approval_condition"}
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,9 @@ from approvals.services import approval_decide
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from toolcalls.models import AuditEvent, Operation
-from toolcalls.services.audit import MASK, event_hash, mask_secrets
+from toolcalls.services.audit import MASK, absent_as_null, event_hash, mask_secrets
 from toolcalls.services.audit_verify import BreakKind, ChainBreak, audit_chain_verify
+from toolcalls.states import AuditKind
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -188,6 +189,36 @@ def test_operation_option_limits_the_check(parked: Operation) -> None:
 def test_an_unknown_operation_is_an_error(parked: Operation) -> None:
     with pytest.raises(CommandError, match="unknown operation: op_nope"):
         call_command("verify_audit_chain", "--operation", "op_nope", stdout=StringIO())
+
+
+def test_events_recorded_with_blank_details_before_still_verify(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events recorded when an absent detail was ``""`` keep it, as their hash covers it; the
+    chain verifies across them and the events recorded since, whose absent details are null."""
+    before = start(demo, bundled_replies("refund_approve"))
+    with monkeypatch.context() as then:
+        then.setattr("toolcalls.services.audit.absent_as_null", dict)
+        approval_decide(approval_pk=before.approvals.get().pk, actor=operator(), approve=True)
+    since = start(demo, bundled_replies("refund_approve"))
+    approval_decide(approval_pk=since.approvals.get().pk, actor=operator(), approve=True)
+    reasons = [
+        AuditEvent.objects.get(operation=operation, kind=AuditKind.APPROVAL_TRANSITION).details
+        for operation in (before, since)
+    ]
+    assert [details["reason"] for details in reasons] == ["", None]
+    assert audit_chain_verify() == []
+
+
+def test_absent_details_are_null_but_nested_blanks_are_data() -> None:
+    details = {"reason": "", "note": "ok", "count": 0, "arguments": {"memo": ""}, "names": [""]}
+    assert absent_as_null(details) == {
+        "reason": None,
+        "note": "ok",
+        "count": 0,
+        "arguments": {"memo": ""},
+        "names": [""],
+    }
 
 
 def test_secrets_are_masked_but_token_counts_are_kept() -> None:

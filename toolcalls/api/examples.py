@@ -1,5 +1,7 @@
 """OpenAPI examples and shared parameters for the API documentation."""
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
 from toolcalls.api.idempotency import HEADER, MAX_KEY_LENGTH
@@ -335,7 +337,7 @@ FOLLOW_UP = OpenApiExample(
 )
 OPERATION_FORKED = _response("Started", {**OPERATION_STARTED.value, "model": "gpt-5.1-mini"})
 
-_REMOTE_TOOL_VALUE = {
+_REMOTE_TOOL_VALUE: dict[str, Any] = {
     "name": "crm__find_customer",
     "remote_name": "find_customer",
     "description": "Find a customer by email address.",
@@ -346,18 +348,18 @@ _REMOTE_TOOL_VALUE = {
     },
     "annotations": {"readOnlyHint": True},
     "served_sha256": "5d41402abc4b2a76b9719d911017c592ae2f3c1b8f4e6d7a9b0c1d2e3f4a5b6c",
-    "pinned_sha256": "",
+    "pinned_sha256": None,
     "changed": False,
-    "problem": "",
+    "problem": None,
     "enabled": False,
     "risk": "read",
     "timeout_ms": None,
     "approval": "always",
-    "approval_condition": "",
+    "approval_condition": None,
     "key_context": [],
     "key_arguments": [],
-    "url": "",
-    "reconcile_url": "",
+    "url": None,
+    "reconcile_url": None,
     "updated_at": _AT,
 }
 _REMOTE_TOOL_ENABLED = {

@@ -16,7 +16,14 @@ from rest_framework.response import Response
 
 from toolcalls.api import examples
 from toolcalls.api.idempotency import idempotent
-from toolcalls.api.serializers import ErrorSerializer, NameList, StrictSerializer
+from toolcalls.api.serializers import (
+    ErrorSerializer,
+    NameList,
+    NullForBlank,
+    OptionalText,
+    OptionalUrl,
+    StrictSerializer,
+)
 from toolcalls.api.views import ERRORS, TOOLS_MANAGE, ApiView
 from toolcalls.registry import RISKS
 from toolcalls.remote import rules
@@ -34,9 +41,10 @@ from toolcalls.remote.services import (
 )
 
 
-class RemoteToolSerializer(serializers.ModelSerializer):
+class RemoteToolSerializer(NullForBlank):
     """A tool as served and as reviewed; ``changed``: the server serves another revision than
-    the one enabled; ``problem``: why it cannot be enabled."""
+    the one enabled; ``problem``: why it cannot be enabled (``null`` when it can). Text that
+    is absent (no description, no pinned revision or review yet, no URLs) is ``null``."""
 
     changed = serializers.BooleanField(read_only=True)
 
@@ -50,8 +58,9 @@ class RemoteToolSerializer(serializers.ModelSerializer):
         )  # fmt: skip
 
 
-class RemoteServerSerializer(serializers.ModelSerializer):
-    """A server: header names only (their values are secrets), and its tools."""
+class RemoteServerSerializer(NullForBlank):
+    """A server: header names only (their values are secrets), and its tools; ``url`` is
+    ``null`` for a server with none (HTTP tools, an MCP command)."""
 
     header_names = serializers.SerializerMethodField()
     tools = RemoteToolSerializer(many=True, read_only=True)
@@ -78,7 +87,7 @@ class ServerNameField(serializers.CharField):
 class ServerCreateSerializer(StrictSerializer):
     name = ServerNameField(max_length=30)
     kind = serializers.ChoiceField(choices=RemoteServer.Kind.choices)
-    url = serializers.URLField(max_length=500, required=False, default="")
+    url = OptionalUrl(max_length=500)
     command = serializers.ListField(
         child=serializers.CharField(max_length=500), required=False, default=list, max_length=50
     )
@@ -87,22 +96,22 @@ class ServerCreateSerializer(StrictSerializer):
         required=False,
         default=dict,
     )
-    signing_secret = serializers.CharField(max_length=100, required=False, default="")
+    signing_secret = OptionalText(max_length=100)
 
 
 class HttpToolCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=128)
-    description = serializers.CharField(max_length=10_000, allow_blank=True, default="")
+    description = OptionalText(max_length=10_000, allow_blank=True)
     input_schema = serializers.DictField()
     url = serializers.URLField(max_length=500)
-    reconcile_url = serializers.URLField(max_length=500, required=False, default="")
+    reconcile_url = OptionalUrl(max_length=500)
 
 
 class ReviewSerializer(StrictSerializer):
     risk = serializers.ChoiceField(choices=list(RISKS))
     timeout_ms = serializers.IntegerField(min_value=1, max_value=MAX_TIMEOUT_MS)
     approval = serializers.ChoiceField(choices=RemoteTool.Approval.choices)
-    approval_condition = serializers.CharField(max_length=200, required=False, default="")
+    approval_condition = OptionalText(max_length=200)
     key_context = NameList(
         child=serializers.ChoiceField(choices=list(rules.KEY_CONTEXT_FIELDS)),
         required=False,

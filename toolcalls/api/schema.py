@@ -24,7 +24,7 @@ from drf_spectacular.openapi import AutoSchema
 
 from toolcalls.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
-from toolcalls.api.serializers import may_not_be_blank
+from toolcalls.api.serializers import OptionalText, may_not_be_blank
 from toolcalls.text import visible_pattern
 
 
@@ -48,8 +48,10 @@ class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
     ``sometimes_absent`` names), request text that may not be blank saying so (a visible
     character, :func:`~toolcalls.text.visible_pattern`, and no ``""`` as its default),
-    blank-or-formatted text as ``anyOf``, an object or null as ``oneOf``, and a list of names
-    that takes each once as ``uniqueItems``."""
+    blank-or-formatted text as ``anyOf``, optional text that may be sent as ``null`` or ``""``
+    (:class:`~toolcalls.api.serializers.OptionalText`) as ``anyOf`` the text, ``""`` and
+    null, an object or null as ``oneOf``, and a list of names that takes each once as
+    ``uniqueItems``."""
 
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
@@ -67,13 +69,20 @@ class ContractSchema(AutoSchema):
             schema.setdefault("pattern", visible_pattern())
         if getattr(field, "unique_items", False):
             schema["uniqueItems"] = True  # serializers.NameList refuses a name given twice
-        if direction == "request" and schema.get("default") == "" and not field.allow_blank:
+        if (
+            direction == "request"
+            and schema.get("default") == ""
+            and not field.allow_blank
+            and not isinstance(field, OptionalText)
+        ):
             # "Absent" is stored as "", which the field refuses from a client: no default to send.
             del schema["default"]
         return schema
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request":
+            _none_given(schema, serializer)
         for value in schema.get("properties", {}).values():
             if value.get("oneOf", [None])[-1] == _BLANK:
                 # drf-spectacular's "a URI (or a pattern's text) or blank": "" may match both.
@@ -88,6 +97,20 @@ class ContractSchema(AutoSchema):
             if not schema["required"]:
                 del schema["required"]  # OpenAPI 3.0: at least one name when present
         return schema
+
+
+def _none_given(schema: dict[str, Any], serializer: Any) -> None:
+    """Each property of ``schema`` read by an :class:`OptionalText` that refuses blank text
+    takes ``null`` and ``""`` too, which mean none given, as leaving it out does: one of the
+    text the field takes (its bounds and format as drf-spectacular wrote them), ``""`` and
+    null."""
+    properties = schema.get("properties", {})
+    for name, field in serializer.fields.items():
+        if isinstance(field, OptionalText) and not field.allow_blank and name in properties:
+            text = properties[name]
+            default = text.pop("default", "")
+            text.pop("nullable", None)
+            properties[name] = {"anyOf": [text, _BLANK, _NULL], "default": default}
 
 
 def null_as_branch(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -98,9 +98,10 @@ def strict_errors(field: serializers.Field, value: Any) -> Any:
     """Where ``value`` (parsed JSON) is not of the JSON type ``field`` takes, or is text
     without a visible character where the field may not be blank (:func:`may_not_be_blank`),
     as DRF's validation detail: messages, or ``{index or key: detail}`` within a list or an
-    object; ``None`` where it is neither. ``null``, and a list or an object where the field
-    takes none, are the field's own to refuse."""
-    if value is None:
+    object; ``None`` where it is neither. ``null``, ``""`` where it means none given
+    (:class:`OptionalText`), and a list or an object where the field takes none, are the
+    field's own to take or refuse."""
+    if value is None or (value == "" and isinstance(field, OptionalText)):
         return None
     if isinstance(field, serializers.ListField) and isinstance(value, list):
         found = {i: strict_errors(field.child, item) for i, item in enumerate(value)}
@@ -122,6 +123,26 @@ def may_not_be_blank(field: serializers.Field) -> bool:
     (:func:`toolcalls.text.visible`), not only white space or format characters such as
     U+200B, which DRF (trimming white space, if at all) takes."""
     return isinstance(field, serializers.CharField) and not field.allow_blank
+
+
+class OptionalText(serializers.CharField):
+    """Optional text of a request body whose absence is stored as ``""``: left out, ``null``
+    and ``""`` alike mean none given and read as ``""``, so a value a response shows as
+    ``null`` (:class:`NullForBlank`) can be sent back as it was read. Any other text keeps the
+    field's rules: blank text (white space or format characters alone) is refused unless
+    ``allow_blank`` says otherwise."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, allow_null=True, default="", **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data is None or data == "":
+            return ""
+        return super().run_validation(data)
+
+
+class OptionalUrl(OptionalText, serializers.URLField):
+    """An optional URL (:class:`OptionalText`): none given, or a URL."""
 
 
 def _member(field: serializers.DictField, key: str) -> serializers.Field:
@@ -186,7 +207,8 @@ class NullForBlank(serializers.ModelSerializer):
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)
         if isinstance(model_field, models.CharField | models.TextField) and model_field.blank:
-            kwargs["allow_null"] = True
+            # Never "" in a response, so not documented as "" either (a URL or null).
+            kwargs.update(allow_null=True, allow_blank=False)
         return field_class, kwargs
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
@@ -300,7 +322,8 @@ class OperationCreateSerializer(StrictSerializer):
     agent = serializers.CharField(
         max_length=60,
         required=False,
-        help_text="An agent profile: name (its latest revision) or name@revision.",
+        help_text="An agent profile: name (its latest revision) or name@revision (the "
+        "revision's number without a leading zero).",
     )
     family = serializers.ChoiceField(
         choices=sorted(ADAPTERS), required=False, help_text="Required without agent."
@@ -652,7 +675,7 @@ class AgentSerializer(NullForBlank):
 
 class ExtendSerializer(StrictSerializer):
     budgets = BudgetsField(required=False, default=dict)
-    note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+    note = OptionalText(max_length=500, allow_blank=True)
 
 
 class ReasonSerializer(StrictSerializer):
@@ -690,7 +713,8 @@ class ForkSerializer(StrictSerializer):
         max_length=60,
         required=False,
         help_text="Run the fork with this agent profile revision (name: its latest, or "
-        "name@revision), which sets family, model, instructions, tools, settings and budgets.",
+        "name@revision, the number without a leading zero), which sets family, model, "
+        "instructions, tools, settings and budgets.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

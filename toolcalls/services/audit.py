@@ -44,6 +44,14 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
+def absent_as_null(details: Mapping[str, Any]) -> dict[str, Any]:
+    """``details`` with each ``""`` among its values as ``None``: an absent value (an approval
+    decided without a reason, an extension without a note) reads ``null``, never ``""``, as
+    everywhere in the API. Values inside lists and objects are data (an argument may be ``""``)
+    and stay as they are."""
+    return {key: None if value == "" else value for key, value in details.items()}
+
+
 def event_hash(event: AuditEvent, *, operation_id: str, call_id: str | None) -> str:
     """SHA-256 hex over the event's content and ``prev_hash``."""
     return digest(
@@ -66,7 +74,7 @@ def event_hash(event: AuditEvent, *, operation_id: str, call_id: str | None) -> 
 class EventFields(TypedDict):
     """What an event says: ``kind`` and ``actor``; optionally the ``call`` row, the approval's
     public ID (``approval_ref``), the states it moved between and ``details`` (a JSON mapping;
-    secret-looking keys are masked)."""
+    secret-looking keys are masked, ``""`` values recorded as ``null``)."""
 
     kind: AuditKind
     actor: Actor
@@ -94,7 +102,7 @@ def audit_event(operation: Operation, **fields: Unpack[EventFields]) -> AuditEve
         actor=fields["actor"].audit_name,
         from_state=fields.get("from_state", ""),
         to_state=fields.get("to_state", ""),
-        details=mask_secrets(dict(fields.get("details") or {})),
+        details=mask_secrets(absent_as_null(fields.get("details") or {})),
         created_at=timezone.now(),
         prev_hash=operation.audit_head,
     )
