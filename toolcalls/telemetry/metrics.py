@@ -146,7 +146,7 @@ def _guard(details: Mapping[str, Any]) -> str:
     guard = details.get("guard")
     if guard and guard != "pending":
         return str(guard)
-    named = tripped_guard(str(details.get("reason", "")))
+    named = tripped_guard(str(details.get("reason") or ""))
     return named or ("unknown_outcome" if "call" in details else "other")
 
 
