@@ -41,6 +41,7 @@ from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
 from toolcalls.states import AuditKind
 from toolcalls.text import visible
+from toolcalls.times import rfc3339
 
 __all__ = [
     "DECIDE_PERMISSION",
@@ -173,7 +174,7 @@ def approval_request_open(
             "tool": call.tool_name,
             "arguments_sha256": approval.arguments_sha256,
             "reason": reason,
-            "expires_at": approval.expires_at.isoformat(),
+            "expires_at": rfc3339(approval.expires_at),
         },
     )
 
@@ -505,7 +506,7 @@ def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
     step.change(approval, "decided_at")
     details = {
         "provider_call_id": call.provider_call_id,
-        "expires_at": approval.expires_at.isoformat(),
+        "expires_at": rfc3339(approval.expires_at),
     }
     _transition(step, approval, ApprovalState.EXPIRED, actor, details)
     call_expire(step, call, actor=actor)

@@ -62,3 +62,10 @@ def test_every_date_time_is_utc_with_z(demo: DemoSeed) -> None:
             for name in DATE_TIMES & set(row):
                 value = row[name]
                 assert value is None or RFC3339_UTC.fullmatch(value), (kind, name, value)
+
+
+def test_a_date_time_in_an_event_s_details_is_utc_with_z(demo: DemoSeed) -> None:
+    """The approval's expiry in its event, as in its row and its webhook."""
+    events = _rows(demo)["events"]
+    (requested,) = [event for event in events if event["kind"] == "approval.requested"]
+    assert RFC3339_UTC.fullmatch(requested["details"]["expires_at"]), requested["details"]

@@ -17,6 +17,7 @@ from toolcalls.demo.models import LedgerEntry
 from toolcalls.models import Operation
 from toolcalls.services.approvals import call_resume
 from toolcalls.states import CallState, OperationState
+from toolcalls.times import rfc3339
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -33,7 +34,7 @@ def test_an_approval_expires_no_later_than_the_operation_deadline(demo) -> None:
     assert operation.deadline_at is not None
     assert approval.expires_at == operation.deadline_at
     requested = operation.events.get(kind="approval.requested")
-    assert requested.details["expires_at"] == operation.deadline_at.isoformat()
+    assert requested.details["expires_at"] == rfc3339(operation.deadline_at)
 
 
 def test_an_approval_given_after_the_deadline_expires_and_pays_nothing(demo) -> None:

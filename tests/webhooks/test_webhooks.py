@@ -32,11 +32,12 @@ from toolcalls.models import AuditEvent, Operation, Tenant
 from toolcalls.services.audit import audit_record
 from toolcalls.signing import sign, verify_signature
 from toolcalls.states import AuditKind, OperationState
+from toolcalls.times import rfc3339
 from toolcalls.webhooks import delivery, wakeups
 from toolcalls.webhooks.addresses import webhook_url_check
 from toolcalls.webhooks.delivery import webhook_retry_delay_s, webhook_retry_due
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
-from toolcalls.webhooks.outbox import EVENT_TYPES, event_payloads, rfc3339, webhook_fanout
+from toolcalls.webhooks.outbox import EVENT_TYPES, event_payloads, webhook_fanout
 
 SECRET = "whsec-test-secret"
 D = WebhookDelivery.State

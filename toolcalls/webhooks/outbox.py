@@ -8,7 +8,6 @@ commit. :func:`webhook_fanout` writes the deliveries; ``toolcalls.webhooks.deliv
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -19,6 +18,7 @@ from approvals.models import ApprovalRequest
 from toolcalls.models import AuditEvent
 from toolcalls.reasons import reason_code
 from toolcalls.states import AuditKind
+from toolcalls.times import rfc3339
 from toolcalls.webhooks import wakeups
 from toolcalls.webhooks.models import WebhookDelivery, WebhookEndpoint
 
@@ -131,11 +131,6 @@ def event_payloads(events: list[AuditEvent], operation_id: str) -> list[dict[str
         }
         for event in events
     ]
-
-
-def rfc3339(value: datetime) -> str:
-    """``value`` in UTC as RFC 3339 with ``Z`` (``2025-11-30T09:15:02.123456Z``)."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _data(event: AuditEvent, approval: ApprovalRequest | None) -> dict[str, Any]:
