@@ -146,6 +146,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["toolcalls.api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["toolcalls.api.auth.HasScopes"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's negotiation, but a media range of q=0 refuses what it matches (406, not JSON).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "toolcalls.api.negotiation.RefusalsHonoured",
     # The Accept header alone chooses the type: ``?format=`` is refused like any unknown parameter.
     "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PARSER_CLASSES": ["toolcalls.api.parsers.ExactJSONParser"],

@@ -9,15 +9,18 @@ from typing import Any
 
 import pytest
 from django.db.models.functions import Now
-from rest_framework.test import APIClient
+from rest_framework.test import APIClient, APIRequestFactory
 
 from approvals.models import ApprovalRequest
 from approvals.services import approvals_expire_due
 from approvals.states import ApprovalState
-from tests.api.support import DECIDE, READ, WRITE, create, error_of, get, keyed_client, post
+from tests.api import support
+from tests.api.support import API, DECIDE, READ, WRITE, create, error_of, get, keyed_client, post
 from tests.replies import final
+from toolcalls.api.views import OperationsView
 from toolcalls.demo.models import LedgerEntry
 from toolcalls.demo.services import DemoSeed
+from toolcalls.models import Operation
 from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -137,6 +140,96 @@ def test_a_decision_a_person_made_is_409_already_decided(
         assert "DENIED" in error["message"]
 
 
+# --- what the client accepts, what it sends -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json;q=0",
+        "application/json; q=0.000",
+        "application/*;q=0",
+        "*/*;q=0",
+        "application/json;q=0, */*",  # the most specific range that matches JSON refuses it
+        "application/json;q=0, text/html",
+    ],
+)
+def test_an_accept_header_that_refuses_json_is_406_not_acceptable(
+    client: APIClient, accept: str
+) -> None:
+    error = error_of(client.get(f"{API}/tools", HTTP_ACCEPT=accept), 406, "not_acceptable")
+    assert error["message"] == "Could not satisfy the request Accept header."
+    refused = client.post(
+        f"{API}/operations", support.create_body(), format="json", HTTP_ACCEPT=accept,
+        HTTP_IDEMPOTENCY_KEY="refused",
+    )  # fmt: skip
+    error_of(refused, 406, "not_acceptable")
+    assert not Operation.objects.exists()  # refused before anything was done
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json",
+        "application/json;q=0.001",
+        "*/*;q=0, application/json",
+        "application/*;q=0, application/json;q=0.5",
+        "application/json;q=0, application/json",  # equally specific: the one taking it wins
+        "text/html, */*;q=0.1",
+    ],
+)
+def test_an_accept_header_that_takes_json_is_answered_in_json(
+    client: APIClient, accept: str
+) -> None:
+    response = client.get(f"{API}/tools", HTTP_ACCEPT=accept)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+
+
+def test_the_event_stream_refused_is_406_not_acceptable(client: APIClient) -> None:
+    operation = create(client)
+    path = f"{API}/operations/{operation['id']}/events/stream"
+    for accept in ("text/event-stream;q=0, */*", "text/*;q=0, application/json"):
+        refused = client.get(path, HTTP_ACCEPT=accept)
+        error = error_of(refused, 406, "not_acceptable")
+        assert error["message"] == "This endpoint answers in text/event-stream only."
+
+
+def test_a_body_without_a_content_type_is_415_saying_so(client: APIClient) -> None:
+    body = b'{"input": "hi"}'
+    response = client.generic(
+        "POST", f"{API}/operations", body, content_type="", HTTP_IDEMPOTENCY_KEY="no-type"
+    )
+    error = error_of(response, 415, "unsupported_media_type")
+    assert error["message"] == (
+        "The request has a body but no Content-Type header; send Content-Type: application/json."
+    )
+    other = client.post(
+        f"{API}/operations", body, content_type="text/plain", HTTP_IDEMPOTENCY_KEY="plain"
+    )
+    error = error_of(other, 415, "unsupported_media_type")
+    assert error["message"] == (
+        'Unsupported media type "text/plain" in request; send Content-Type: application/json.'
+    )
+    assert not Operation.objects.exists()
+
+
+def test_a_body_whose_server_passed_no_content_type_is_415_saying_so(demo: DemoSeed) -> None:
+    """As gunicorn passes a request without the header: no ``CONTENT_TYPE`` at all (PEP 3333)."""
+    _, key = support.new_key(demo.tenant, READ, WRITE)
+    request = APIRequestFactory().generic(
+        "POST", f"{API}/operations", b'{"input": "hi"}', content_type="",
+        HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_IDEMPOTENCY_KEY="absent",
+    )  # fmt: skip
+    del request.META["CONTENT_TYPE"]
+    response = OperationsView.as_view()(request)
+    response.render()
+    assert response.status_code == 415
+    error = response.data["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert error["message"].startswith("The request has a body but no Content-Type header;")
+
+
 def test_the_document_says_which_409_each_operation_action_answers() -> None:
     document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
     for action, codes in [
@@ -159,3 +252,10 @@ def test_the_document_says_what_deciding_an_approval_answers_409_and_410() -> No
         "precondition_failed",
     ]
     assert gone.startswith("`expired`:") and "whether the expiry sweep has recorded it" in gone
+
+
+def test_the_document_says_what_406_and_415_mean() -> None:
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    responses = document["paths"]["/api/v1/operations"]["post"]["responses"]
+    assert "refuses them with `q=0`" in responses["406"]["description"]
+    assert "without a `Content-Type` header" in responses["415"]["description"]

@@ -20,6 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
@@ -177,7 +178,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 if isinstance(exc, exceptions.ValidationError)
                 else {}
             )
-            message = _message(exc, code)
+            if isinstance(exc, exceptions.UnsupportedMediaType) and "request" in context:
+                message = _media_message(context["request"])
+            else:
+                message = _message(exc, code)
             return Response(error_body(code, message, details), code_status, headers=headers)
     log.exception("unhandled API error", exc_info=exc)
     body = error_body("internal_error", "Something went wrong on our side; it was logged.")
@@ -194,6 +198,16 @@ def _message(exc: Exception, code: str) -> str:
         "forbidden": "Not allowed.",
         "payload_too_large": "The request body is larger than this API accepts.",
     }.get(code, str(exc))
+
+
+def _media_message(request: Request) -> str:
+    """A 415's message: that the body came without a ``Content-Type`` (the server passes none:
+    PEP 3333 leaves ``CONTENT_TYPE`` empty or out), or with which, and what to send."""
+    wanted = " or ".join(parser.media_type for parser in request.parsers)
+    sent = request.content_type.strip()
+    if not sent:
+        return f"The request has a body but no Content-Type header; send Content-Type: {wanted}."
+    return f'Unsupported media type "{sent}" in request; send Content-Type: {wanted}.'
 
 
 @csrf_exempt  # an unknown path answers 404 to any method, never an HTML CSRF page

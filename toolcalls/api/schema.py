@@ -168,13 +168,15 @@ STATUS_DESCRIPTIONS = {
     403: "The key lacks the scope this request needs, or its service may not do this.",
     404: "No such object in the key's tenant.",
     405: "The endpoint does not take this method.",
-    406: "The `Accept` header excludes every type this endpoint answers in.",
+    406: "The `Accept` header excludes every type this endpoint answers in (names none of them, "
+    "or refuses them with `q=0`).",
     409: "The object's state does not allow this, or the `Idempotency-Key` was used for another "
     "request or is still in flight (then with `Retry-After`).",
     410: "The approval expired before the decision.",
     422: "The MCP server cannot be reached, or its tool listing cannot be used; nothing was saved.",
     413: "The body is larger than this API accepts.",
-    415: "The body is not `Content-Type: application/json`.",
+    415: "The body came without a `Content-Type` header, or with another than "
+    "`application/json`; the message says which and what to send.",
     429: "Over the key's rate limit: retry after `Retry-After` seconds.",
     500: "A bug on our side; it was logged under the `Request-Id`.",
     503: "Not ready: retry after `Retry-After` seconds.",
