@@ -101,6 +101,7 @@ def test_a_keys_decision_and_edit_are_named_by_the_key(
     decided = _page(operator, "approvals:decisions")
     assert '<td data-label="By">service:review</td>' in decided
     assert approval in _page(operator, "approvals:decisions", decided_by="service:review")
+    assert approval in _page(operator, "approvals:decisions", decided_by="service:Review")
     assert approval not in _page(operator, "approvals:decisions", decided_by=internals[0])
     detail = _page(operator, "approvals:detail", approval)
     assert "Approved by service:review at" in detail
