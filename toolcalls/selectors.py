@@ -28,6 +28,7 @@ from toolcalls.envelopes import ErrorCode, is_error
 from toolcalls.guards import GUARDS, cost_micros
 from toolcalls.keyset import Key, Page, keyset_page
 from toolcalls.models import AuditEvent, ModelTurn, Operation, Tenant, ToolCall
+from toolcalls.services.agents import REVISION
 from toolcalls.states import OPERATION_ACTIVE, CallState, OperationState
 
 
@@ -200,8 +201,9 @@ def operations_list(
     if filters.agent:
         name, _, number = filters.agent.partition("@")
         rows = rows.filter(agent_revision__profile__name=name)
-        if number:
-            rows = rows.filter(agent_revision__number=int(number) if number.isdigit() else -1)
+        if number:  # as the API writes it: ``01``, or an Arabic-Indic one, is no revision
+            wanted = int(number) if REVISION.fullmatch(number) else -1
+            rows = rows.filter(agent_revision__number=wanted)
     if filters.tool:
         calls = ToolCall.objects.filter(operation_id=OuterRef("pk"), tool_name=filters.tool)
         rows = rows.filter(Exists(calls))

@@ -342,6 +342,27 @@ def test_an_unknown_agent_is_400(client: APIClient, agent: str) -> None:
     assert set(fields_of(error)) == {"agent"}
 
 
+@pytest.mark.parametrize("number", ["01", "001", "0", "+1", "1.0"])
+def test_a_revision_is_written_one_way_in_a_reference_and_in_a_path(
+    client: APIClient, number: str
+) -> None:
+    """Without a leading zero, in ``name@n`` as in ``…/revisions/n``: ``refunds@01`` names no
+    revision, and neither does ``/agents/refunds/revisions/01``."""
+    _agent(client)
+    error_of(get(client, f"/agents/refunds/revisions/{number}"), 404, "not_found")
+    refused = post(client, "/operations", _from_agent(agent=f"refunds@{number}"))
+    assert set(fields_of(error_of(refused, 400, "unknown_agent"))) == {"agent"}
+    assert get(client, "/agents/refunds/revisions/1").json()["revision"] == 1
+    assert _start(client, agent="refunds@1")["agent"] == {"name": "refunds", "revision": 1}
+
+
+def test_the_document_gives_a_revision_number_s_pattern() -> None:
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    parameters = document["paths"]["/api/v1/agents/{name}/revisions/{number}"]["get"]
+    (number,) = [p for p in parameters["parameters"] if p["name"] == "number"]
+    assert number["schema"] == {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"}
+
+
 @pytest.mark.parametrize("agent", ["refunds", "returns"])
 def test_a_fork_with_a_model_and_an_agent_is_400_naming_the_model(
     client: APIClient, agent: str

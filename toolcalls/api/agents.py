@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +24,7 @@ from toolcalls.api.serializers import (
 )
 from toolcalls.api.views import ERRORS, ApiListView, ApiView, InOrder, NewestFirst
 from toolcalls.models import AgentProfile, AgentRevision
-from toolcalls.services.agents import AgentDefinition, agent_create, agent_revise
+from toolcalls.services.agents import REVISION, AgentDefinition, agent_create, agent_revise
 
 AGENTS_READ, AGENTS_WRITE = "agents:read", "agents:write"
 
@@ -186,6 +186,15 @@ class AgentRevisionView(AgentView):
 
     @extend_schema(
         summary="Retrieve an agent profile revision",
+        parameters=[
+            OpenApiParameter(
+                "number",
+                str,
+                OpenApiParameter.PATH,
+                pattern=f"^{REVISION.pattern}$",
+                description="The revision's number, as `name@number` writes it: no leading zero.",
+            )
+        ],
         responses={
             200: OpenApiResponse(
                 AgentRevisionSerializer, "The revision.", [examples.AGENT_REVISION]
@@ -195,6 +204,6 @@ class AgentRevisionView(AgentView):
     )
     def get(self, request: Request, name: str, number: str) -> Response:
         revisions = self.profile(name).revisions.select_related("profile")
-        if not (number.isascii() and number.isdigit() and len(number) <= 9):
-            raise Http404  # not a revision number (and nothing the column could hold)
+        if not REVISION.fullmatch(number):
+            raise Http404  # no revision's number as written (``01``), nor one the column holds
         return Response(AgentRevisionSerializer(get_object_or_404(revisions, number=number)).data)

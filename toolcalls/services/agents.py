@@ -31,8 +31,11 @@ from toolcalls.services.operations import (
 
 #: An agent's name: a slug of up to 40 characters, starting with a letter or digit.
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+#: A revision's number as a reference (``name@n``) and a path (``…/revisions/n``) write it: 1 to
+#: 999999999 in ASCII digits without a leading zero, so a revision has one spelling (``01`` none).
+REVISION = re.compile(r"[1-9][0-9]{0,8}")
 #: ``name`` (the latest revision) or ``name@n`` (revision ``n``).
-REFERENCE = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,39})(?:@(?P<number>[1-9][0-9]{0,8}))?")
+REFERENCE = re.compile(rf"(?P<name>{NAME.pattern})(?:@(?P<number>{REVISION.pattern}))?")
 
 
 class AgentError(CallgateError):
