@@ -89,7 +89,12 @@ class ApprovalSerializer(NullForBlank):
 
 class DecisionSerializer(StrictSerializer):
     decision = serializers.ChoiceField(choices=["approve", "deny"])
-    reason = OptionalText(max_length=1000, allow_blank=True)
+    reason = OptionalText(
+        max_length=1000,
+        allow_blank=True,
+        help_text="Why: up to 1000 characters, kept whole as the approval's `decision_reason`; "
+        "a denial needs one, and the model is told it.",
+    )
     arguments = serializers.DictField(
         required=False, help_text="Approve only: replaces the call's arguments (validated again)."
     )

@@ -96,8 +96,10 @@ def _expired_approval(client: APIClient, *, swept: bool) -> dict[str, Any]:
     return approval
 
 
-def _decision(client: APIClient, approval: dict[str, Any], decision: str) -> Any:
-    body = {"decision": decision, "reason": "late"}
+def _decision(
+    client: APIClient, approval: dict[str, Any], decision: str, reason: str = "late"
+) -> Any:
+    body = {"decision": decision, "reason": reason}
     return post(client, f"/approvals/{approval['id']}/decide", body)
 
 
@@ -259,3 +261,43 @@ def test_the_document_says_what_406_and_415_mean() -> None:
     responses = document["paths"]["/api/v1/operations"]["post"]["responses"]
     assert "refuses them with `q=0`" in responses["406"]["description"]
     assert "without a `Content-Type` header" in responses["415"]["description"]
+
+
+# --- how long a reason may be --------------------------------------------------------------------
+
+
+def test_a_reason_ending_an_operation_is_at_most_500_characters(client: APIClient) -> None:
+    """Its ``terminal_reason`` holds 500 with the code in front; the audit event all of it."""
+    operation = create(client)
+    path = f"/operations/{operation['id']}/cancel"
+    refused = error_of(post(client, path, {"reason": "x" * 501}), 400, "invalid_request")
+    assert list(refused["details"]["fields"]) == ["reason"]
+    reason = "r" * 490 + "0123456789"
+    cancelled = post(client, path, {"reason": reason}).json()
+    assert cancelled["terminal_reason"] == f"CANCELLED: {reason}"[:500]
+    events = get(client, f"/operations/{operation['id']}/events").json()["results"]
+    (ended,) = [e for e in events if e["to_state"] == S.CANCELLED and "reason" in e["details"]]
+    assert ended["details"]["reason"] == f"CANCELLED: {reason}"
+
+
+def test_a_reason_deciding_an_approval_is_at_most_1000_characters(
+    client: APIClient, operator: APIClient
+) -> None:
+    operation = create(client)
+    (approval,) = get(client, "/approvals", {"operation": operation["id"]}).json()["results"]
+    body = {"decision": "deny", "reason": "x" * 1001}
+    refused = post(operator, f"/approvals/{approval['id']}/decide", body)
+    assert list(error_of(refused, 400, "invalid_request")["details"]["fields"]) == ["reason"]
+    denied = _decision(operator, approval, "deny", reason="d" * 1000)
+    assert denied.json()["decision_reason"] == "d" * 1000
+
+
+def test_the_document_gives_each_reason_its_limit_and_says_why() -> None:
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    schemas = document["components"]["schemas"]
+    ending = schemas["ReasonRequest"]["properties"]["reason"]
+    deciding = schemas["DecisionRequest"]["properties"]["reason"]
+    assert (ending["maxLength"], deciding["maxLength"]) == (500, 1000)
+    assert ending["description"].startswith("Why, for people: up to 500 characters.")
+    assert "`terminal_reason` holds 500" in ending["description"]
+    assert deciding["description"].startswith("Why: up to 1000 characters")
