@@ -38,6 +38,25 @@ SUPERSEDED = ExpressionWrapper(
     & ~EXPIRED_NOW,
     output_field=models.BooleanField(),
 )
+
+
+def own_by(*, requested_by_id: int, started_by_id: int | None, user_pk: int) -> str | None:
+    """Four eyes: why an approval is the user ``user_pk``'s own, so another operator must decide
+    it: ``"request"`` when they requested the call, ``"fork"`` when they started (forked) its
+    operation; ``None`` when neither. :func:`own` is the same rule as a query condition."""
+    if requested_by_id == user_pk:
+        return "request"
+    if started_by_id == user_pk:
+        return "fork"
+    return None
+
+
+def own(user_pk: int) -> models.Q:
+    """The approvals :func:`own_by` names the user ``user_pk``'s own, as a query condition
+    (excluded: a fork's NULL starter is nobody's, as Django negates a nullable column)."""
+    return models.Q(requested_by=user_pk) | models.Q(operation__started_by=user_pk)
+
+
 #: Sort keys of the queue (indexed below): the amount with "none" last, and the risk class from
 #: irreversible (2) to read (0).
 AMOUNT = Coalesce("amount_cents", Value(-1))

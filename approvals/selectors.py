@@ -12,7 +12,7 @@ from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, SUPERSEDED, ApprovalRequest
+from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, SUPERSEDED, ApprovalRequest, own
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.actors import Actor
@@ -153,8 +153,7 @@ def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) 
     rows = (
         _queue_rows(user, filters)
         .exclude(pk=after.pk)
-        .exclude(requested_by=user)
-        .exclude(operation__started_by=user)
+        .exclude(own(user.pk))
         .filter(expires_at__gt=timezone.now())
     )
     return rows.order_by(*ordering(keys)).values_list("public_id", flat=True).first()

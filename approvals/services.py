@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, own_by
 from approvals.states import APPROVAL_TRANSITIONS, ApprovalState
 from toolcalls.actors import ENGINE, EXPIRY_SWEEP, Actor
 from toolcalls.compiled import Compiled
@@ -242,13 +242,19 @@ def decision_refusal(
         state = approval.operation.state
         message = f"Superseded: the operation already ended ({state}); nothing is left to decide."
         return ApprovalError("superseded", message)
-    if approval.requested_by_id == user.pk:
-        message = "You requested this call; another operator must decide it."
-        return ApprovalError("self_approval", message)
-    if approval.operation.started_by_id == user.pk:
-        message = "You started this operation (a fork); another operator must decide its calls."
-        return ApprovalError("self_approval", message)
-    return None
+    own = own_by(
+        requested_by_id=approval.requested_by_id,
+        started_by_id=approval.operation.started_by_id,
+        user_pk=user.pk,
+    )
+    return ApprovalError("self_approval", _OWN_MESSAGES[own]) if own else None
+
+
+#: What :func:`decision_refusal` tells the user of an approval that is their own (:func:`own_by`).
+_OWN_MESSAGES = {
+    "request": "You requested this call; another operator must decide it.",
+    "fork": "You started this operation (a fork); another operator must decide its calls.",
+}
 
 
 def _expired_refusal(approval: ApprovalRequest) -> ApprovalError:

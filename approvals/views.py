@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals import selectors
 from approvals.forms import BulkDecisionForm, DecisionFilterForm, DecisionForm, QueueFilterForm
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, own_by
 from approvals.services import (
     DECIDE_PERMISSION,
     ApprovalError,
@@ -55,15 +55,21 @@ def _queue_form(request: AuthenticatedHttpRequest, data: Any) -> QueueFilterForm
     return QueueFilterForm(data or None, tools=choices.tools, tenants=choices.tenants)
 
 
-def _mine(request: AuthenticatedHttpRequest, page: Page[ApprovalRequest]) -> set[str]:
-    """Public IDs of the queue rows the user may not decide for being theirs: their own
-    request, or an operation they forked (``started_by_id``, as ``decision_refusal`` says)."""
-    user_pk = request.user.pk
-    forked = {a.public_id for a in page.rows if a.started_by_id == user_pk}  # type: ignore[attr-defined]
-    return forked | {a.public_id for a in page.rows if a.requested_by_id == user_pk}
+def _mine(request: AuthenticatedHttpRequest, page: Page[ApprovalRequest]) -> dict[str, str]:
+    """The queue rows the user may not decide for being theirs, public ID → ``"request"`` or
+    ``"fork"`` (:func:`~approvals.models.own_by`; the rows carry ``started_by_id``)."""
+    mine = {
+        approval.public_id: own_by(
+            requested_by_id=approval.requested_by_id,
+            started_by_id=approval.started_by_id,  # type: ignore[attr-defined]
+            user_pk=request.user.pk,
+        )
+        for approval in page.rows
+    }
+    return {public_id: own for public_id, own in mine.items() if own}
 
 
-def _pickable(page: Page[ApprovalRequest], mine: set[str], now: datetime) -> set[str]:
+def _pickable(page: Page[ApprovalRequest], mine: dict[str, str], now: datetime) -> set[str]:
     """Public IDs of the queue rows a user who may decide can tick for a bulk decision: those
     neither theirs (``mine``) nor past their expiry at ``now``. The queue holds only pending,
     unsuperseded approvals of the user's tenants; the bulk decision checks each again."""
