@@ -175,6 +175,22 @@ def test_postgresql_refuses_truncate(parked: Operation, sql: str) -> None:
     assert audit_chain_verify() == []
 
 
+def test_flush_says_the_audit_trail_refuses_it(parked: Operation) -> None:
+    """Django's own refusal guessed at a missing database or table and bad SQL."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET callgate.audit_truncate = ''")
+    try:
+        with pytest.raises(CommandError) as refused:
+            call_command("flush", interactive=False, verbosity=0)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET callgate.audit_truncate = 'allow'")
+    message = str(refused.value)
+    assert message.startswith(f"Database {connection.settings_dict['NAME']} couldn't be flushed:")
+    assert "audit events are append-only" in message and "Possible reasons" not in message
+    assert AuditEvent.objects.filter(operation=parked).count() == parked.audit_seq
+
+
 def test_operation_option_limits_the_check(parked: Operation) -> None:
     other = Operation.objects.exclude(pk=parked.pk).get()
     raw("DELETE FROM toolcalls_auditevent WHERE operation_id = %s AND seq = 2", parked.pk)
