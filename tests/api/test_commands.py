@@ -4,9 +4,12 @@ webhook endpoints."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,3 +136,50 @@ def test_webhook_endpoints_are_created_and_listed(
         with pytest.raises(CommandError):
             call_command("create_webhook_endpoint", tenant="acme", **{"events": "", **bad})
     assert WebhookEndpoint.objects.count() == 1
+
+
+def test_a_key_is_revoked_by_any_form_people_hold(
+    demo: DemoSeed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole key, ``cg_<prefix>`` (as the help text writes the prefix) and the bare prefix
+    name the same key; no answer repeats the secret."""
+    keys = []
+    for name in ("one", "two", "three"):
+        call_command("create_api_key", tenant="acme", name=name, scopes="operations:read")
+        keys.append(capsys.readouterr().out.splitlines()[1])
+    whole, short, bare = keys
+    forms = [whole, f"cg_{short.split('_')[1]}", f" {bare.split('_')[1]} "]
+    for given in forms:
+        call_command("revoke_api_key", given)
+        assert capsys.readouterr().out == "revoked\n"
+    assert not ApiKey.objects.filter(revoked_at__isnull=True).exists()
+    call_command("revoke_api_key", whole)
+    assert capsys.readouterr().out == "already revoked\n"
+
+
+def test_a_key_that_names_none_is_refused_without_its_secret(demo: DemoSeed) -> None:
+    call_command("create_api_key", tenant="acme", name="billing", stdout=StringIO())
+    prefix = ApiKey.objects.get().prefix
+    forged = f"cg_{prefix}_not-the-secret"
+    with pytest.raises(CommandError, match=f"not the one with prefix {prefix}") as refused:
+        call_command("revoke_api_key", forged)
+    assert "not-the-secret" not in str(refused.value)
+    with pytest.raises(CommandError, match=r"^no API key with prefix 000000000000$"):
+        call_command("revoke_api_key", "cg_000000000000_some-secret")
+    with pytest.raises(CommandError, match=r"^not an API key: give the key") as refused:
+        call_command("revoke_api_key", "a-pasted-secret-alone")
+    assert "a-pasted-secret-alone" not in str(refused.value)
+    assert ApiKey.objects.get().revoked_at is None
+
+
+def test_listing_webhook_endpoints_of_no_tenant_is_an_error(demo: DemoSeed) -> None:
+    """As list_api_keys answers it, where it printed nothing and exited 0."""
+    with pytest.raises(CommandError, match=r"^no tenant 'nope'; a superuser adds tenants"):
+        call_command("list_webhook_endpoints", tenant="nope")
+
+
+def test_the_api_document_written_nowhere_is_a_clear_error(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "openapi.json"
+    refused = f"^cannot write {re.escape(str(target))}: No such file or directory$"
+    with pytest.raises(CommandError, match=refused):
+        call_command("lint_api_schema", file=str(target), stdout=StringIO(), stderr=StringIO())

@@ -130,6 +130,34 @@ def _service_user(tenant: Tenant, scopes: list[str]) -> Any:
     return user
 
 
+def api_keys_named(*, reference: str) -> QuerySet[ApiKey]:
+    """The key ``reference`` names, in any form people hold: the whole key
+    (``cg_<prefix>_<secret>``, whose secret must then be the key's), ``cg_<prefix>``, or the bare
+    prefix ``list_api_keys`` shows. Raises :class:`CallgateError` ``not_found``; a message never
+    quotes ``reference``, which may hold a secret, only a prefix of a key's shape."""
+    prefix, secret = _parts(reference.strip())
+    if not _PREFIX.fullmatch(prefix):
+        message = (
+            "not an API key: give the key (cg_<prefix>_<secret>), cg_<prefix>, or its prefix "
+            "of 12 hex digits as list_api_keys shows it"
+        )
+        raise CallgateError("not_found", message)
+    keys = ApiKey.objects.filter(prefix=prefix)
+    key = keys.first()
+    if key is None:
+        raise CallgateError("not_found", f"no API key with prefix {prefix}")
+    if secret and not hmac.compare_digest(key.key_sha256, _digest(secret)):
+        message = f"the key given is not the one with prefix {prefix}: its secret differs"
+        raise CallgateError("not_found", message)
+    return keys
+
+
+def _parts(token: str) -> tuple[str, str]:
+    """``cg_<prefix>_<secret>`` (the ``cg_`` and the secret optional) → prefix, secret."""
+    prefix, _, secret = token.removeprefix("cg_").partition("_")
+    return prefix, secret
+
+
 def api_keys_revoke(*, keys: QuerySet[ApiKey]) -> list[ApiKey]:
     """Revoke the live keys among ``keys``; returns them. A key revoked earlier keeps its first
     revocation time (one conditional UPDATE). Each key's service user, whom its operations run
@@ -155,7 +183,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         # Auth schemes are case-insensitive (RFC 9110 §11.1).
         if scheme.lower() != self.keyword.lower() or not token.startswith("cg_"):
             raise exceptions.AuthenticationFailed("Send the API key as 'Bearer cg_…'.")
-        prefix, _, secret = token[3:].partition("_")
+        prefix, secret = _parts(token)
         # Anything but a prefix's shape names no key, and must not reach a query (NUL: a 500).
         key = (
             ApiKey.objects.select_related("tenant", "service_user")

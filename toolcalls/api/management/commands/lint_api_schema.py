@@ -26,8 +26,11 @@ class Command(CallgateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         document = SchemaGenerator().get_schema(request=None, public=True)
         if options["file"]:
-            with open(options["file"], "wb") as out:
-                out.write(OpenApiJsonRenderer().render(document, renderer_context={}))
+            try:
+                with open(options["file"], "wb") as out:
+                    out.write(OpenApiJsonRenderer().render(document, renderer_context={}))
+            except OSError as exc:  # no such directory, not writable, a directory
+                raise CommandError(f"cannot write {options['file']}: {exc.strerror}") from None
         try:
             validate(document)
         except OpenAPIValidationError as exc:

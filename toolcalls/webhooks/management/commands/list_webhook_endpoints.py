@@ -17,7 +17,7 @@ class Command(CallgateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         rows = WebhookEndpoint.objects.select_related("tenant").order_by("tenant__slug", "pk")
         if options["tenant"]:
-            rows = rows.filter(tenant__slug=options["tenant"])
+            rows = rows.filter(tenant=self.tenant(options["tenant"]))
         for endpoint in rows:
             state = "active" if endpoint.is_active else "inactive"
             events = ",".join(endpoint.events) or "all"
