@@ -1,17 +1,23 @@
-"""The headless demo commands: run_scenario and demo_refund."""
+"""The demo's commands: run_scenario, demo_refund, the fake provider and the demo tool servers
+(their arguments and ports), and migrate on the embedded defaults."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from providers.fake_server import ReplayServer
 from providers.families import ADAPTERS
 from tests.conftest import REPO
 from toolcalls.demo.models import LedgerEntry
@@ -232,3 +238,48 @@ def test_a_scenario_carries_instructions_messages_and_settings(tmp_path: Path) -
     path.write_text(json.dumps(scenario | {"messages": [{"role": "system", "text": "x"}]}))
     with pytest.raises(CommandError, match="messages/0/role"):
         _run("run_scenario", str(path))
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", ["fake_provider", "demo_http_tools"])
+def test_a_port_in_use_is_a_clear_error(command: str, taken_port: int) -> None:
+    refused = f"^cannot listen on 127.0.0.1:{taken_port}: Address already in use$"
+    with pytest.raises(CommandError, match=refused):
+        _run(command, "--port", str(taken_port))
+
+
+@pytest.mark.parametrize("command", ["fake_provider", "demo_http_tools", "demo_mcp_server"])
+@pytest.mark.parametrize("port", ["70000", "-1", "eighty"])
+def test_a_port_out_of_range_is_refused_before_listening(command: str, port: str) -> None:
+    with pytest.raises(CommandError, match=r"argument --port: must be (a whole number )?from 1 to"):
+        _run(command, f"--port={port}")
+
+
+@pytest.fixture
+def never_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake provider fails the test where it would have started serving."""
+
+    def start(self: Any) -> None:
+        raise AssertionError("served")
+
+    monkeypatch.setattr(ReplayServer, "start", start)
+
+
+@pytest.mark.usefixtures("never_served")
+def test_the_fake_provider_refuses_directories_without_scenarios(tmp_path: Path) -> None:
+    """It served no model and said nothing."""
+    missing = tmp_path / "nonexistent"
+    with pytest.raises(CommandError, match=f"^{re.escape(str(missing))}: no such directory$"):
+        _run("fake_provider", "--port", "8191", str(BUNDLED_DIR), str(missing))
+    (tmp_path / "notes.txt").write_text("no scenarios here")
+    refused = f"^{re.escape(str(tmp_path))}: no scenario files \\(\\*\\.json\\) in it$"
+    with pytest.raises(CommandError, match=refused):
+        _run("fake_provider", "--port", "8191", str(tmp_path))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
@@ -131,3 +131,20 @@ def test_the_command_prunes_only_operations_past_retention(demo) -> None:
     call_command("prune_bodies", stdout=out)
     assert "pruned 1 operations" in out.getvalue()
     assert Operation.objects.get(pk=ended.pk).bodies_pruned_at is not None
+
+
+@pytest.mark.parametrize("days", ["1000000", "99999999999", "-1", "x"])
+def test_a_retention_out_of_range_is_a_clear_error(days: str) -> None:
+    """A day count no date can be taken back by was an OverflowError's traceback."""
+    refused = r"argument --older-than-days: must be (a whole number )?from 0 to 36500 days"
+    with pytest.raises(CommandError, match=refused):
+        call_command("prune_bodies", "--older-than-days", days, "--dry-run", stdout=StringIO())
+
+
+@pytest.mark.parametrize("days", [1000000, -5])
+def test_a_retention_setting_out_of_range_is_named_as_the_setting(days: int, settings: Any) -> None:
+    """Without --older-than-days, the refusal names the setting the number came from."""
+    settings.CALLGATE_BODY_RETENTION_DAYS = days
+    refused = rf"^CALLGATE_BODY_RETENTION_DAYS must be from 0 to 36500 days, not {days} \("
+    with pytest.raises(CommandError, match=refused):
+        call_command("prune_bodies", "--dry-run", stdout=StringIO())

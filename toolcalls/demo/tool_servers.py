@@ -130,7 +130,7 @@ class _ToolHandler(BaseHTTPRequestHandler):
         return
 
 
-def http_serve(*, port: int) -> None:
-    """Serve the demo tools over HTTP at ``http://127.0.0.1:<port>`` until stopped."""
-    with ThreadingHTTPServer(("127.0.0.1", port), _ToolHandler) as httpd:
-        httpd.serve_forever()
+def http_server(*, port: int) -> ThreadingHTTPServer:
+    """The demo tools' HTTP server, bound to ``127.0.0.1:<port>`` (``serve_forever`` serves
+    them); raises ``OSError`` when it cannot listen there (the port is taken)."""
+    return ThreadingHTTPServer(("127.0.0.1", port), _ToolHandler)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -30,3 +32,25 @@ class CallgateCommand(BaseCommand):
             message = f"no tenant {slug!r}; a superuser adds tenants in the admin (/admin/)"
             raise CommandError(message)
         return tenant
+
+
+def whole_number(*, low: int, high: int, unit: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high``; anything else is argparse's
+    one-line usage error naming the option (``argument --port: …``), never a traceback later."""
+    bounds = f"{low} to {high}{f' {unit}' if unit else ''}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            message = f"must be a whole number from {bounds}, not {text!r}"
+            raise argparse.ArgumentTypeError(message) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {bounds}, not {value}")
+        return value
+
+    return parse
+
+
+#: The ``--port`` of every command that listens.
+port_number = whole_number(low=1, high=65535)

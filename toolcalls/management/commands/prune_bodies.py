@@ -8,24 +8,28 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from toolcalls.actors import RETENTION
-from toolcalls.management.base import CallgateCommand
+from toolcalls.management.base import CallgateCommand, whole_number
 from toolcalls.services.retention import bodies_prunable, bodies_prune
 
 #: Operations between two progress lines on stderr.
 PROGRESS_EVERY = 1000
+#: The longest retention, a hundred years: a day count any date can be taken back by.
+MAX_DAYS = 36500
+_days = whole_number(low=0, high=MAX_DAYS, unit="days")
 
 
 class Command(CallgateCommand):
     help = (
         "Remove the request bodies, wire replies and conversation of operations that ended "
-        "more than --older-than-days ago (default CALLGATE_BODY_RETENTION_DAYS). Calls, "
-        "results, digests, approvals and the audit chain stay and still verify."
+        "more than --older-than-days ago (default CALLGATE_BODY_RETENTION_DAYS; 0 to "
+        f"{MAX_DAYS}). Calls, results, digests, approvals and the audit chain stay and still "
+        "verify."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--older-than-days",
-            type=int,
+            type=_days,
             default=None,
             metavar="N",
             help="Prune operations that ended more than N days ago.",
@@ -36,9 +40,7 @@ class Command(CallgateCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         days = options["older_than_days"]
-        days = settings.CALLGATE_BODY_RETENTION_DAYS if days is None else days
-        if days < 0:
-            raise CommandError("--older-than-days must be 0 or more")
+        days = _retention_days() if days is None else days
         ended_before = timezone.now() - timedelta(days=days)
         pks = bodies_prunable(ended_before=ended_before)
         if options["dry_run"]:
@@ -50,3 +52,13 @@ class Command(CallgateCommand):
             if number % PROGRESS_EVERY == 0:
                 self.stderr.write(f"… {number} of {len(pks)} operations")
         self.stdout.write(f"pruned {pruned} operations that ended more than {days} days ago")
+
+
+def _retention_days() -> int:
+    """``CALLGATE_BODY_RETENTION_DAYS``, held to the option's range; a refusal names the setting,
+    since no option was given."""
+    days = settings.CALLGATE_BODY_RETENTION_DAYS
+    if not 0 <= days <= MAX_DAYS:
+        message = f"CALLGATE_BODY_RETENTION_DAYS must be from 0 to {MAX_DAYS} days, not {days}"
+        raise CommandError(f"{message} (the default of --older-than-days)")
+    return days

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from toolcalls.demo.tool_servers import mcp_serve
+from toolcalls.management.base import port_number
 
 
 class Command(BaseCommand):
@@ -14,7 +15,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=8765)
+        parser.add_argument("--port", type=port_number, default=8765)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(f"MCP server on http://127.0.0.1:{options['port']}/mcp")

@@ -5,11 +5,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from providers.fake_server import ReplayServer
 from toolcalls.demo.scenario import BUNDLED_DIR, scenario_read
-from toolcalls.management.base import CallgateCommand
+from toolcalls.management.base import CallgateCommand, port_number
 
 #: The providers whose SDKs the live transport uses (``CALLGATE_<PROVIDER>_BASE_URL``).
 PROVIDERS = ("openai", "anthropic", "google")
@@ -25,7 +25,7 @@ class Command(CallgateCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, required=True)
+        parser.add_argument("--port", type=port_number, required=True)
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument(
             "dirs",
@@ -36,11 +36,18 @@ class Command(CallgateCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         server = ReplayServer(host=options["host"], port_wanted=options["port"], rewind=True)
-        for path in sorted(p for d in options["dirs"] or [BUNDLED_DIR] for p in d.rglob("*.json")):
+        served = []
+        for path in _scenario_paths(options["dirs"] or [BUNDLED_DIR]):
             scenario = scenario_read(path)
             server.script(model=path.stem, family=scenario["family"], replies=scenario["replies"])
-            self.stdout.write(f"model {path.stem!r} of {scenario['family']}: {path}")
-        server.start()
+            served.append(f"model {path.stem!r} of {scenario['family']}: {path}")
+        try:
+            server.start()
+        except OSError as exc:  # the port is taken, or the host is not this machine's
+            where = f"{options['host']}:{options['port']}"
+            raise CommandError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+        for line in served:
+            self.stdout.write(line)
         for provider in PROVIDERS:
             self.stdout.write(f"CALLGATE_{provider.upper()}_BASE_URL={server.base_url(provider)}")
         self.stdout.write("Serving; Ctrl-C to stop.")
@@ -50,3 +57,17 @@ class Command(CallgateCommand):
             pass
         finally:
             server.stop()
+
+
+def _scenario_paths(dirs: list[Path]) -> list[Path]:
+    """Every ``*.json`` under each of ``dirs``, sorted; a directory that is missing or holds none
+    ends the command, since it would serve no model and say nothing."""
+    paths = []
+    for directory in dirs:
+        if not directory.is_dir():
+            raise CommandError(f"{directory}: no such directory")
+        found = sorted(directory.rglob("*.json"))
+        if not found:
+            raise CommandError(f"{directory}: no scenario files (*.json) in it")
+        paths.extend(found)
+    return sorted(paths)
