@@ -240,6 +240,34 @@ def test_a_scenario_carries_instructions_messages_and_settings(tmp_path: Path) -
         _run("run_scenario", str(path))
 
 
+def test_migrate_creates_the_embedded_database_directory(tmp_path: Path) -> None:
+    """As the README runs it after `make clean`, which removes var/ (SQLite creates the file,
+    not its directory: "unable to open database file")."""
+    database = tmp_path / "var" / "callgate.sqlite3"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DATABASE_URL": f"sqlite:///{database}",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert database.is_file()
+
+
+def test_demo_refund_refuses_a_tools_url_for_local_tools() -> None:
+    """It was ignored: the refund ran with the in-process tools."""
+    with pytest.raises(CommandError, match=r"^--tools-url goes with --tools mcp or http"):
+        _run("demo_refund", "--tools-url", "http://127.0.0.1:8766", "--approve")
+    assert not Operation.objects.exists()
+
+
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     """A port something else listens on."""

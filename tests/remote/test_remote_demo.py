@@ -6,15 +6,16 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from providers.families import ADAPTERS
 from tests.conftest import wait_for
 from tests.remote.conftest import ServerProcess, http_url, mcp_url
 from toolcalls.demo.models import LedgerEntry
-from toolcalls.demo.remote import served_names
+from toolcalls.demo.remote import demo_remote_register, served_names
+from toolcalls.demo.services import demo_seed
 from toolcalls.models import Operation
-from toolcalls.remote.models import RemoteEvent, RemoteTool
+from toolcalls.remote.models import RemoteEvent, RemoteServer, RemoteTool
 from toolcalls.states import CallState, OperationState
 
 
@@ -93,3 +94,23 @@ def test_refund_through_a_celery_worker(
         what="the refund to complete on the worker",
     )
     _refunded_once(kind)
+
+
+@pytest.mark.usefixtures("transactional_db")
+@pytest.mark.parametrize("kind", ["mcp", "http"])
+def test_a_tools_url_that_is_no_url_registers_nothing(kind: str) -> None:
+    with pytest.raises(CommandError, match=r"^the demo tool server's URL: only http and https"):
+        _demo_refund("--tools", kind, "--tools-url", "notaurl", "--approve")
+    assert not RemoteServer.objects.exists() and not Operation.objects.exists()
+
+
+@pytest.mark.usefixtures("transactional_db")
+@pytest.mark.parametrize("given", ["notaurl", "http://127.0.0.1:9/"])
+def test_a_tools_url_other_than_the_registered_one_is_refused(given: str) -> None:
+    """The server registered earlier was used whatever --tools-url said."""
+    demo_seed()
+    demo_remote_register(kind="http", url="http://127.0.0.1:8766/")
+    refused = f"^acme has shop-http registered at http://127.0.0.1:8766, not {given}; "
+    with pytest.raises(CommandError, match=refused):
+        _demo_refund("--tools", "http", "--tools-url", given, "--approve")
+    assert not Operation.objects.exists()

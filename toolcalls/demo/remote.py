@@ -18,6 +18,7 @@ from django.db import connections
 
 from toolcalls import registry
 from toolcalls.actors import Actor
+from toolcalls.addresses import UrlRefused, url_check
 from toolcalls.demo.faults import fault_point
 from toolcalls.demo.services import TENANT_SLUG
 from toolcalls.models import Tenant
@@ -26,6 +27,7 @@ from toolcalls.remote.models import RemoteServer, RemoteTool
 from toolcalls.remote.rules import model_name
 from toolcalls.remote.services import (
     HttpToolForm,
+    RemoteError,
     Review,
     ServerForm,
     remote_http_tool_register,
@@ -37,6 +39,8 @@ from toolcalls.remote.services import (
 SERVED = ("get_order", "create_refund_draft", "submit_refund")
 #: The demo servers' names in tenant ``acme`` (the prefix of their tools' names).
 SERVER_NAMES = {"mcp": "shop-mcp", "http": "shop-http"}
+#: Where ``demo_mcp_server`` (its endpoint) and ``demo_http_tools`` (its base) listen by default.
+DEFAULT_URLS = {"mcp": "http://127.0.0.1:8765/mcp", "http": "http://127.0.0.1:8766"}
 DEMO_ACTOR = Actor.system("demo")
 
 
@@ -144,15 +148,26 @@ def demo_review(name: str) -> Review:
     )
 
 
-def demo_remote_register(*, kind: str, url: str) -> RemoteServer:
+def demo_remote_register(*, kind: str, url: str | None = None) -> RemoteServer:
     """Register the demo server of ``kind`` (``mcp`` at its endpoint ``url``, or ``http`` with
-    its base ``url``) for tenant ``acme`` and enable the refund tools as the in-process demo
-    has them. A server registered earlier is reused as it is, its URL included. Raises
-    ``RemoteError`` (e.g. the MCP server cannot be reached)."""
+    its base ``url``; :data:`DEFAULT_URLS` when ``None``) for tenant ``acme`` and enable the
+    refund tools as the in-process demo has them. A server registered earlier is reused as it
+    is when no ``url`` is given, or when it is registered at that one. Raises ``RemoteError``:
+    ``server_exists`` (registered at another URL: the demo changes no registration),
+    ``invalid_server`` (``url`` is no http(s) URL with a host), ``server_unreachable``."""
     tenant = Tenant.objects.get(slug=TENANT_SLUG)
     existing = RemoteServer.objects.filter(tenant=tenant, name=SERVER_NAMES[kind]).first()
     if existing is not None:
+        registered = _registered_url(existing)
+        if url is not None and url.rstrip("/") != registered.rstrip("/"):
+            message = (
+                f"{TENANT_SLUG} has {existing.name} registered at {registered}, not {url}; "
+                "the demo changes no registration: use that URL, or a fresh database"
+            )
+            raise RemoteError("server_exists", message)
         return existing
+    url = DEFAULT_URLS[kind] if url is None else url
+    _url_check(url)
     secret = settings.CALLGATE_DEMO_TOOLS_SECRET
     form = ServerForm(
         name=SERVER_NAMES[kind],
@@ -173,3 +188,23 @@ def demo_remote_register(*, kind: str, url: str) -> RemoteServer:
     for row in RemoteTool.objects.filter(server=server):
         remote_tool_enable(tool_pk=row.pk, review=demo_review(row.remote_name), actor=DEMO_ACTOR)
     return server
+
+
+def _url_check(url: str) -> None:
+    """Refuse a ``url`` no registration would take before any is stored: an HTTP server is
+    registered before its tools, whose URLs are checked only then."""
+    try:
+        url_check(url, allow_private=settings.CALLGATE_REMOTE_ALLOW_PRIVATE)
+    except UrlRefused as exc:
+        raise RemoteError("invalid_server", f"the demo tool server's URL: {exc}") from None
+    except OSError:  # a host not resolved now: the registration or the first call says so
+        pass
+
+
+def _registered_url(server: RemoteServer) -> str:
+    """The URL ``server`` was registered with: an MCP server's endpoint, an HTTP server's base
+    (its tools' URLs without ``/tools/<name>``)."""
+    if server.kind == RemoteServer.Kind.MCP:
+        return server.url
+    tool = RemoteTool.objects.filter(server=server, remote_name=SERVED[0]).first()
+    return tool.url.removesuffix(f"/tools/{SERVED[0]}") if tool is not None else ""

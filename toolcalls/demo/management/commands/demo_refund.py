@@ -7,13 +7,10 @@ from django.core.management.base import CommandError, CommandParser
 
 from providers.families import ADAPTERS
 from toolcalls.demo.management.commands._scenario_command import ScenarioCommand
-from toolcalls.demo.remote import demo_remote_register
+from toolcalls.demo.remote import DEFAULT_URLS, demo_remote_register
 from toolcalls.demo.scenario import bundled_path
 from toolcalls.demo.services import demo_seed
 from toolcalls.states import OperationState
-
-#: Where ``demo_mcp_server`` and ``demo_http_tools`` listen by default.
-DEFAULT_URLS = {"mcp": "http://127.0.0.1:8765/mcp", "http": "http://127.0.0.1:8766"}
 
 
 class Command(ScenarioCommand):
@@ -35,7 +32,8 @@ class Command(ScenarioCommand):
         parser.add_argument(
             "--tools-url",
             help=f"the demo tool server (default {DEFAULT_URLS['mcp']} for mcp, "
-            f"{DEFAULT_URLS['http']} for http); registered for tenant acme when it is not yet",
+            f"{DEFAULT_URLS['http']} for http); registered for tenant acme when it is not yet, "
+            "refused when acme has it registered at another URL",
         )
         self.add_decision_arguments(parser)
 
@@ -44,10 +42,11 @@ class Command(ScenarioCommand):
         path = bundled_path(family=options["provider"], name=name)
         if not path.exists():
             raise CommandError(f"no bundled refund scenario for {options['provider']}")
+        if options["tools"] == "local" and options["tools_url"] is not None:
+            raise CommandError("--tools-url goes with --tools mcp or http: local tools run here")
         if options["tools"] != "local":
             demo_seed()
-            url = options["tools_url"] or DEFAULT_URLS[options["tools"]]
-            demo_remote_register(kind=options["tools"], url=url)
+            demo_remote_register(kind=options["tools"], url=options["tools_url"])
         decided = options["approve"] or options["deny"]
         expect = OperationState.COMPLETED if decided else OperationState.WAITING_APPROVAL
         self.run(path=path, options=options, expect=expect, as_json=False)
