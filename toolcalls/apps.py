@@ -3,6 +3,8 @@ from importlib import import_module
 from django.apps import AppConfig
 from django.conf import settings
 
+from config.settings.env import refused
+
 
 class ToolcallsConfig(AppConfig):
     name = "toolcalls"
@@ -17,7 +19,7 @@ class ToolcallsConfig(AppConfig):
         # Tools register themselves on import; only modules named in settings are imported, so
         # the capability surface is exactly what the host configured.
         for module in settings.CALLGATE_TOOL_MODULES:
-            import_module(module)
+            _tools_import(module)
         workers_register(
             Workers(
                 run_turn=tasks.run_turn,
@@ -31,3 +33,15 @@ class ToolcallsConfig(AppConfig):
             )
         )
         audit_listen(telemetry.audit_observe)
+
+
+def _tools_import(module: str) -> None:
+    """Import a module of ``CALLGATE_TOOL_MODULES``; one that is not there stops start-up naming
+    the setting (a module it imports that is missing is the module's own error, raised as is)."""
+    try:
+        import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not f"{module}.".startswith(f"{error.name}."):
+            raise
+        value = ",".join(settings.CALLGATE_TOOL_MODULES)
+        raise refused("CALLGATE_TOOL_MODULES", value, f"importable modules; no {module}") from None

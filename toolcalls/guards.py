@@ -13,13 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.conf import settings
 
 from toolcalls.errors import CallgateError
-from toolcalls.models import Operation, ToolCall
 from toolcalls.states import CallState
+
+if TYPE_CHECKING:
+    # Types only: the settings hold their guard defaults to :func:`budget_checked` before the
+    # app registry (and so any model) can load.
+    from toolcalls.models import Operation, ToolCall
 
 #: Guard name → (machine-readable reason code, unit for messages).
 GUARDS: dict[str, tuple[str, str]] = {
@@ -71,16 +75,23 @@ def budgets_for(overrides: Mapping[str, Any] | None = None) -> dict[str, float |
     for name, value in (overrides or {}).items():
         if name not in GUARDS:
             raise BudgetError(name, f"unknown budget {name!r}; known: {', '.join(GUARDS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise BudgetError(name, f"{name} must be a positive number, not {value!r}")
-        if name not in FRACTIONAL:
-            if value != int(value):
-                raise BudgetError(name, f"{name} must be a whole number, not {value!r}")
-            value = int(value)
-        if value > limits[name]:
-            raise BudgetError(name, f"{name} may be at most {limits[name]}")
-        budgets[name] = value
+        budgets[name] = budget_checked(name, value, limit=limits[name])
     return budgets
+
+
+def budget_checked(name: str, value: object, *, limit: float) -> float | int:
+    """``value`` as budget ``name`` holds it: a positive number, whole (an ``int``) where it
+    counts things, at most ``limit``. The one rule for an operation's override and for the
+    default the settings read (``CALLGATE_GUARDS``). Raises :class:`BudgetError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise BudgetError(name, f"{name} must be a positive number, not {value!r}")
+    if name not in FRACTIONAL:
+        if value != int(value):
+            raise BudgetError(name, f"{name} must be a whole number, not {value!r}")
+        value = int(value)
+    if value > limit:
+        raise BudgetError(name, f"{name} may be at most {limit}")
+    return value
 
 
 def cost_micros(*, model: str, input_tokens: int, output_tokens: int) -> int:

@@ -1,6 +1,7 @@
 """Settings shared by every environment.
 
-Every value that may differ between machines comes from the environment through django-environ;
+Every value that may differ between machines comes from the environment, read through
+``config.settings.env``, which refuses a value out of its range at start-up naming the variable;
 ``.env.example`` documents each variable. Environment modules (``local``, ``test``,
 ``production``) only change defaults.
 """
@@ -9,17 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import environ
-from django.core.exceptions import ImproperlyConfigured
+
+from config.settings import env
+from toolcalls import faultpoints
+from toolcalls.guards import BudgetError, budget_checked
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
-env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key-change-me")
-DEBUG = env.bool("DEBUG", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+SECRET_KEY = env.text("SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.boolean("DEBUG", default=False)
+ALLOWED_HOSTS = env.names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.names("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -91,9 +94,7 @@ def database(url_variable: str, default: str | None = None) -> dict[str, Any]:
     and prepares nothing, for a pooler that cannot keep prepared statements (PgBouncer's
     transaction mode before 1.21, or without ``max_prepared_statements``).
     """
-    config: dict[str, Any] = (
-        env.db(url_variable) if default is None else env.db(url_variable, default=default)
-    )
+    config = env.database(url_variable, default=env.REQUIRED if default is None else default)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
@@ -101,7 +102,7 @@ def database(url_variable: str, default: str | None = None) -> dict[str, Any]:
             "init_command": "PRAGMA journal_mode=WAL;",
         }
     else:
-        config["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+        config["CONN_MAX_AGE"] = env.whole("DATABASE_CONN_MAX_AGE", default=60, low=0)
         config["CONN_HEALTH_CHECKS"] = True
         config["OPTIONS"] = {**config.get("OPTIONS", {}), **_statement_options()}
     return config
@@ -109,14 +110,21 @@ def database(url_variable: str, default: str | None = None) -> dict[str, Any]:
 
 def _statement_options() -> dict[str, Any]:
     """psycopg's connection options for ``DATABASE_PREPARE_THRESHOLD`` (see :func:`database`)."""
-    threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
-    if threshold == "off":
+    default: int | None = 5
+    threshold = env.read("DATABASE_PREPARE_THRESHOLD", _prepare_threshold, default=default)
+    if threshold is None:
         return {}
-    if not threshold.isdigit():
-        raise ImproperlyConfigured(
-            f"DATABASE_PREPARE_THRESHOLD must be a whole number of runs or 'off', not {threshold!r}"
-        )
-    return {"server_side_binding": True, "prepare_threshold": int(threshold)}
+    return {"server_side_binding": True, "prepare_threshold": threshold}
+
+
+def _prepare_threshold(value: str) -> int | None:
+    """A ``DATABASE_PREPARE_THRESHOLD``: runs (``None`` for ``off``)."""
+    if value.strip().lower() == "off":
+        return None
+    try:
+        return env.whole_parser(low=0)(value)
+    except ValueError:
+        raise ValueError("a whole number of runs, at least 0, or off") from None
 
 
 DATABASES = {
@@ -139,7 +147,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+STATIC_ROOT = env.text("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 
 # --- REST API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -153,7 +161,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["toolcalls.api.parsers.ExactJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "toolcalls.api.schema.ContractSchema",
     "EXCEPTION_HANDLER": "toolcalls.api.errors.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"api_key": env("CALLGATE_API_RATE", default="600/min")},
+    "DEFAULT_THROTTLE_RATES": {"api_key": env.rate("CALLGATE_API_RATE", default="600/min")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Callgate API",
@@ -192,12 +200,13 @@ SPECTACULAR_SETTINGS = {
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 # Seconds after which an Idempotency-Key still in flight is taken to belong to a dead request
 # (far beyond any web worker's timeout), so an identical retry may run it.
-CALLGATE_API_IN_FLIGHT_S = env.int("CALLGATE_API_IN_FLIGHT_S", default=300)
+CALLGATE_API_IN_FLIGHT_S = env.whole("CALLGATE_API_IN_FLIGHT_S", default=300, low=1)
 # Live progress (GET /api/v1/operations/{id}/events/stream): seconds between the stream's reads
 # of the database, and the longest a stream stays open before the client reconnects with
-# Last-Event-ID (each open stream holds a web worker thread).
-CALLGATE_API_STREAM_POLL_S = env.float("CALLGATE_API_STREAM_POLL_S", default=1.0)
-CALLGATE_API_STREAM_MAX_S = env.float("CALLGATE_API_STREAM_MAX_S", default=300.0)
+# Last-Event-ID (each open stream holds a web worker thread). A stream reading without a pause
+# would spin its thread's CPU: both are above 0.
+CALLGATE_API_STREAM_POLL_S = env.number("CALLGATE_API_STREAM_POLL_S", default=1.0, above=0)
+CALLGATE_API_STREAM_MAX_S = env.number("CALLGATE_API_STREAM_MAX_S", default=300.0, above=0)
 
 # --- Celery -------------------------------------------------------------------------------------
 # An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit
@@ -205,8 +214,8 @@ CALLGATE_API_STREAM_MAX_S = env.float("CALLGATE_API_STREAM_MAX_S", default=300.0
 # honoured (config.inprocess_worker), or inline in a management command. With Redis, the database
 # stays the source of truth and the broker only carries wake-ups, so losing a message delays work
 # but never loses it.
-CELERY_TASK_ALWAYS_EAGER = not env("CELERY_BROKER_URL", default="")
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or "memory://localhost/"
+CELERY_TASK_ALWAYS_EAGER = not env.text("CELERY_BROKER_URL", default="")
+CELERY_BROKER_URL = env.text("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -228,24 +237,17 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Callgate -----------------------------------------------------------------------------------
 # Modules whose import registers tools with ``toolcalls.registry``.
-CALLGATE_TOOL_MODULES = env.list("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
+# (Whether each one imports is known once the apps load: toolcalls.apps refuses one that does not.)
+CALLGATE_TOOL_MODULES = env.names("CALLGATE_TOOL_MODULES", default=["toolcalls.demo.tools"])
 # How long an approval stays decidable, in seconds.
-CALLGATE_APPROVAL_TTL_S = env.int("CALLGATE_APPROVAL_TTL_S", default=3600)
+CALLGATE_APPROVAL_TTL_S = env.whole("CALLGATE_APPROVAL_TTL_S", default=3600, low=1)
 # Days an ended operation keeps its request bodies, replies and conversation before
-# ``manage.py prune_bodies`` removes them (its calls, results and audit chain stay).
-CALLGATE_BODY_RETENTION_DAYS = env.int("CALLGATE_BODY_RETENTION_DAYS", default=90)
+# ``manage.py prune_bodies`` removes them (its calls, results and audit chain stay); the range
+# is that command's --older-than-days (its MAX_DAYS).
+CALLGATE_BODY_RETENTION_DAYS = env.whole(
+    "CALLGATE_BODY_RETENTION_DAYS", default=90, low=0, high=36500
+)
 # Guards (toolcalls.guards): defaults for every operation, and the most an operation may ask for.
-CALLGATE_GUARDS = {
-    "max_turns": env.int("CALLGATE_MAX_TURNS", default=12),
-    "max_tool_calls": env.int("CALLGATE_MAX_TOOL_CALLS", default=40),
-    "max_calls_per_tool": env.int("CALLGATE_MAX_CALLS_PER_TOOL", default=15),
-    "deadline_s": env.int("CALLGATE_DEADLINE_S", default=24 * 3600),
-    "max_input_tokens": env.int("CALLGATE_MAX_INPUT_TOKENS", default=1_000_000),
-    "max_output_tokens": env.int("CALLGATE_MAX_OUTPUT_TOKENS", default=200_000),
-    "max_cost_usd": env.float("CALLGATE_MAX_COST_USD", default=5.0),
-    "max_parallel": env.int("CALLGATE_MAX_PARALLEL", default=4),
-    "max_no_progress_turns": env.int("CALLGATE_MAX_NO_PROGRESS_TURNS", default=3),
-}
 CALLGATE_GUARD_LIMITS = {
     "max_turns": 100,
     "max_tool_calls": 500,
@@ -256,6 +258,34 @@ CALLGATE_GUARD_LIMITS = {
     "max_cost_usd": 200.0,
     "max_parallel": 16,
     "max_no_progress_turns": 20,
+}
+
+
+def guard_default(variable: str, name: str, default: float) -> float:
+    """Guard ``name``'s default from ``variable``, held to the rule an operation's override
+    meets (``toolcalls.guards.budget_checked``), within ``CALLGATE_GUARD_LIMITS``."""
+
+    def parse(value: str) -> float:
+        try:
+            return budget_checked(name, env.decimal(value), limit=CALLGATE_GUARD_LIMITS[name])
+        except BudgetError as error:
+            raise ValueError(error.message) from None
+
+    return env.read(variable, parse, default=default)
+
+
+CALLGATE_GUARDS = {
+    "max_turns": guard_default("CALLGATE_MAX_TURNS", "max_turns", 12),
+    "max_tool_calls": guard_default("CALLGATE_MAX_TOOL_CALLS", "max_tool_calls", 40),
+    "max_calls_per_tool": guard_default("CALLGATE_MAX_CALLS_PER_TOOL", "max_calls_per_tool", 15),
+    "deadline_s": guard_default("CALLGATE_DEADLINE_S", "deadline_s", 24 * 3600),
+    "max_input_tokens": guard_default("CALLGATE_MAX_INPUT_TOKENS", "max_input_tokens", 1_000_000),
+    "max_output_tokens": guard_default("CALLGATE_MAX_OUTPUT_TOKENS", "max_output_tokens", 200_000),
+    "max_cost_usd": guard_default("CALLGATE_MAX_COST_USD", "max_cost_usd", 5.0),
+    "max_parallel": guard_default("CALLGATE_MAX_PARALLEL", "max_parallel", 4),
+    "max_no_progress_turns": guard_default(
+        "CALLGATE_MAX_NO_PROGRESS_TURNS", "max_no_progress_turns", 3
+    ),
 }
 # USD per million tokens, input and output, by model-name prefix (the longest prefix wins).
 CALLGATE_MODEL_PRICES = {
@@ -271,81 +301,88 @@ CALLGATE_MODEL_PRICES = {
 }
 # Attempts per call: read-only tools retried after a crash or timeout, side effects after a
 # reconciler found no effect.
-CALLGATE_MAX_CALL_ATTEMPTS = env.int("CALLGATE_MAX_CALL_ATTEMPTS", default=3)
+CALLGATE_MAX_CALL_ATTEMPTS = env.whole("CALLGATE_MAX_CALL_ATTEMPTS", default=3, low=1)
 # Result size limit per call (bytes of canonical JSON) unless the tool spec sets its own.
-CALLGATE_MAX_RESULT_BYTES = env.int("CALLGATE_MAX_RESULT_BYTES", default=64 * 1024)
+CALLGATE_MAX_RESULT_BYTES = env.whole("CALLGATE_MAX_RESULT_BYTES", default=64 * 1024, low=1)
 # Results of one model request together (bytes of canonical JSON); over it the largest results
 # are cut to marked previews. Per model (longest model-name prefix) from
 # CALLGATE_MODEL_REQUEST_RESULT_BYTES, e.g. "gpt-5.1=400000;gemini-2.5-flash=200000".
-CALLGATE_MAX_REQUEST_RESULT_BYTES = env.int("CALLGATE_MAX_REQUEST_RESULT_BYTES", default=256 * 1024)
-CALLGATE_MODEL_REQUEST_RESULT_BYTES = env.dict(
-    "CALLGATE_MODEL_REQUEST_RESULT_BYTES", cast={"value": int}, default={}
+CALLGATE_MAX_REQUEST_RESULT_BYTES = env.whole(
+    "CALLGATE_MAX_REQUEST_RESULT_BYTES", default=256 * 1024, low=1
 )
+CALLGATE_MODEL_REQUEST_RESULT_BYTES = env.per_prefix("CALLGATE_MODEL_REQUEST_RESULT_BYTES", low=1)
 # Retryable provider failures (429, 5xx, overloaded) retried per operation before FAILED.
-CALLGATE_MODEL_MAX_RETRIES = env.int("CALLGATE_MODEL_MAX_RETRIES", default=3)
-CALLGATE_RETRY_BASE_MS = env.int("CALLGATE_RETRY_BASE_MS", default=500)
-CALLGATE_RETRY_CAP_MS = env.int("CALLGATE_RETRY_CAP_MS", default=8000)
+CALLGATE_MODEL_MAX_RETRIES = env.whole("CALLGATE_MODEL_MAX_RETRIES", default=3, low=0)
+CALLGATE_RETRY_BASE_MS = env.whole("CALLGATE_RETRY_BASE_MS", default=500, low=0)
+CALLGATE_RETRY_CAP_MS = env.whole("CALLGATE_RETRY_CAP_MS", default=8000, low=0)
 # A provider asking to wait longer than this (seconds, retry-after) fails the operation instead.
-CALLGATE_RETRY_AFTER_MAX_S = env.int("CALLGATE_RETRY_AFTER_MAX_S", default=120)
+CALLGATE_RETRY_AFTER_MAX_S = env.whole("CALLGATE_RETRY_AFTER_MAX_S", default=120, low=0)
 # Replies ended as a malformed tool call (Gemini MALFORMED_FUNCTION_CALL) asked for again, in a
 # row, before the operation fails MALFORMED_REPLY.
-CALLGATE_MALFORMED_CALL_RETRIES = env.int("CALLGATE_MALFORMED_CALL_RETRIES", default=2)
+CALLGATE_MALFORMED_CALL_RETRIES = env.whole("CALLGATE_MALFORMED_CALL_RETRIES", default=2, low=0)
 # Retries of a record (a turn, a call's result) the database failed for a passing reason: the
 # connection lost, a serialization failure, a deadlock. Backoff from CALLGATE_RETRY_BASE_MS.
-CALLGATE_DB_RETRIES = env.int("CALLGATE_DB_RETRIES", default=3)
+CALLGATE_DB_RETRIES = env.whole("CALLGATE_DB_RETRIES", default=3, low=0)
 # Claims of one model request that may go unrecorded (a worker dying each time) before FAILED.
-CALLGATE_MAX_TURN_ATTEMPTS = env.int("CALLGATE_MAX_TURN_ATTEMPTS", default=3)
+CALLGATE_MAX_TURN_ATTEMPTS = env.whole("CALLGATE_MAX_TURN_ATTEMPTS", default=3, low=1)
 # Recovery sweep: runnable work untouched for this long (seconds) is handed out again.
-CALLGATE_RECOVERY_GRACE_S = env.int("CALLGATE_RECOVERY_GRACE_S", default=30)
+CALLGATE_RECOVERY_GRACE_S = env.whole("CALLGATE_RECOVERY_GRACE_S", default=30, low=1)
 # Steps a worker runs along an operation before it hands the rest back to the queue
 # (toolcalls.services.enqueue.continuing); 0: every step goes through the broker.
-CALLGATE_WORKER_CONTINUE_STEPS = env.int("CALLGATE_WORKER_CONTINUE_STEPS", default=32)
+CALLGATE_WORKER_CONTINUE_STEPS = env.whole("CALLGATE_WORKER_CONTINUE_STEPS", default=32, low=0)
 # Lease on a claimed turn or call, in ms; a worker that outlives it loses its right to write.
-CALLGATE_LEASE_MS = env.int("CALLGATE_LEASE_MS", default=120_000)
+CALLGATE_LEASE_MS = env.whole("CALLGATE_LEASE_MS", default=120_000, low=1)
 # Live transport: each provider's API key and base URL (empty: the SDK's default endpoint).
-CALLGATE_PROVIDERS = {
+CALLGATE_PROVIDERS: dict[str, dict[str, Any]] = {
     provider: {
-        "api_key": env(f"CALLGATE_{provider.upper()}_API_KEY", default=""),
-        "base_url": env(f"CALLGATE_{provider.upper()}_BASE_URL", default="") or None,
+        "api_key": env.text(f"CALLGATE_{provider.upper()}_API_KEY", default=""),
+        "base_url": env.text(f"CALLGATE_{provider.upper()}_BASE_URL", default="") or None,
     }
     for provider in ("openai", "anthropic", "google")
 }
 # Live transport: stream replies unless an operation says otherwise; seconds per model request.
-CALLGATE_LIVE_STREAMING = env.bool("CALLGATE_LIVE_STREAMING", default=False)
-CALLGATE_MODEL_TIMEOUT_S = env.float("CALLGATE_MODEL_TIMEOUT_S", default=120.0)
+CALLGATE_LIVE_STREAMING = env.boolean("CALLGATE_LIVE_STREAMING", default=False)
+CALLGATE_MODEL_TIMEOUT_S = env.number("CALLGATE_MODEL_TIMEOUT_S", default=120.0, above=0)
 # Times (one second apart) a call waits for an identical request that holds its idempotency key.
-CALLGATE_KEY_WAITS = env.int("CALLGATE_KEY_WAITS", default=30)
+CALLGATE_KEY_WAITS = env.whole("CALLGATE_KEY_WAITS", default=30, low=0)
 # Byte limit (UTF-8) on the streamed argument text of one call.
-CALLGATE_STREAM_MAX_BYTES = env.int("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024)
+CALLGATE_STREAM_MAX_BYTES = env.whole("CALLGATE_STREAM_MAX_BYTES", default=1024 * 1024, low=1)
 # Fault-injection suite only: named points where a worker pauses or dies (toolcalls.faultpoints),
 # as JSON {"point": "pause" | "crash" | "pause_once" | "crash_once"}, and where it leaves markers.
-CALLGATE_FAULT_POINTS = env.json("CALLGATE_FAULT_POINTS", default={})
-CALLGATE_FAULT_DIR = env("CALLGATE_FAULT_DIR", default="")
+CALLGATE_FAULT_POINTS = env.json_object("CALLGATE_FAULT_POINTS", values=faultpoints.ACTIONS)
+CALLGATE_FAULT_DIR = env.text("CALLGATE_FAULT_DIR", default="")
 # Webhooks (toolcalls.webhooks): seconds allowed per POST; attempts before a delivery is
 # FAILED (2 s backoff doubling per attempt, capped at an hour); whether endpoints may resolve to
 # private, loopback or link-local addresses (never in production: it lets a tenant reach inside).
-CALLGATE_WEBHOOK_TIMEOUT_S = env.float("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0)
-CALLGATE_WEBHOOK_MAX_ATTEMPTS = env.int("CALLGATE_WEBHOOK_MAX_ATTEMPTS", default=8)
-CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.bool("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=False)
+CALLGATE_WEBHOOK_TIMEOUT_S = env.number("CALLGATE_WEBHOOK_TIMEOUT_S", default=5.0, above=0)
+CALLGATE_WEBHOOK_MAX_ATTEMPTS = env.whole("CALLGATE_WEBHOOK_MAX_ATTEMPTS", default=8, low=1)
+CALLGATE_WEBHOOK_ALLOW_PRIVATE = env.boolean("CALLGATE_WEBHOOK_ALLOW_PRIVATE", default=False)
 # Remote tools (toolcalls.remote): whether MCP servers and HTTP tools may resolve to private,
 # loopback or link-local addresses (never in production, as for webhooks); whether an MCP server
 # may be a local command over stdio (it runs on Callgate's own hosts); the largest reply body
 # read from a remote tool, in bytes (a larger one is a bad reply, never half-read).
-CALLGATE_REMOTE_ALLOW_PRIVATE = env.bool("CALLGATE_REMOTE_ALLOW_PRIVATE", default=False)
-CALLGATE_REMOTE_ALLOW_STDIO = env.bool("CALLGATE_REMOTE_ALLOW_STDIO", default=False)
-CALLGATE_REMOTE_MAX_REPLY_BYTES = env.int("CALLGATE_REMOTE_MAX_REPLY_BYTES", default=1024 * 1024)
+CALLGATE_REMOTE_ALLOW_PRIVATE = env.boolean("CALLGATE_REMOTE_ALLOW_PRIVATE", default=False)
+CALLGATE_REMOTE_ALLOW_STDIO = env.boolean("CALLGATE_REMOTE_ALLOW_STDIO", default=False)
+CALLGATE_REMOTE_MAX_REPLY_BYTES = env.whole(
+    "CALLGATE_REMOTE_MAX_REPLY_BYTES", default=1024 * 1024, low=1
+)
 # Observability: /metrics answers (and metrics are recorded) only with this bearer token set;
 # traces (configured by the standard OTEL_* variables, config.observability) carry tool
 # arguments and results only when asked.
-CALLGATE_METRICS_TOKEN = env("CALLGATE_METRICS_TOKEN", default="")
-CALLGATE_TRACE_CONTENT = env.bool("CALLGATE_TRACE_CONTENT", default=False)
+CALLGATE_METRICS_TOKEN = env.text("CALLGATE_METRICS_TOKEN", default="")
+# With a token, every process records into PROMETHEUS_MULTIPROC_DIR when it is set (the
+# Prometheus client reads it from the environment): a directory that is not there would fail
+# the first metric recorded and every scrape, so no process starts without it.
+if CALLGATE_METRICS_TOKEN and env.text("PROMETHEUS_MULTIPROC_DIR", default=""):
+    env.directory("PROMETHEUS_MULTIPROC_DIR")
+CALLGATE_TRACE_CONTENT = env.boolean("CALLGATE_TRACE_CONTENT", default=False)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
-CALLGATE_DEMO_FAULTS = env.bool("CALLGATE_DEMO_FAULTS", default=False)
+CALLGATE_DEMO_FAULTS = env.boolean("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: the secret the demo's HTTP tool server checks Callgate's signatures with (dev only).
-CALLGATE_DEMO_TOOLS_SECRET = env("CALLGATE_DEMO_TOOLS_SECRET", default="demo-tools-secret")
+CALLGATE_DEMO_TOOLS_SECRET = env.text("CALLGATE_DEMO_TOOLS_SECRET", default="demo-tools-secret")
 # Demo: refunds above this amount (cents) need an operator's approval.
-CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.int(
-    "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500
+CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS = env.whole(
+    "CALLGATE_REFUND_APPROVAL_THRESHOLD_CENTS", default=2500, low=0
 )
 
 
@@ -382,5 +419,15 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
     }
 
 
-LOG_LEVEL = env("LOG_LEVEL", default="INFO")
-LOGGING = logging_config(env("LOG_FORMAT", default="text"), LOG_LEVEL)
+def log_format(default: str) -> str:
+    """``LOG_FORMAT``: ``text`` or ``json``."""
+    return env.choice("LOG_FORMAT", default=default, options=("text", "json"), fold=str.lower)
+
+
+LOG_LEVEL = env.choice(
+    "LOG_LEVEL",
+    default="INFO",
+    options=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    fold=str.upper,
+)
+LOGGING = logging_config(log_format("text"), LOG_LEVEL)

@@ -1,14 +1,15 @@
 """Production: PostgreSQL, Redis, HTTPS only, JSON log lines. Every secret comes from the env."""
 
+from config.settings import env
 from config.settings.base import *  # noqa: F403
-from config.settings.base import database, env, logging_config
+from config.settings.base import database, log_format, logging_config
 
 DEBUG = False
-SECRET_KEY = env("SECRET_KEY")
+SECRET_KEY = env.text("SECRET_KEY")
 DATABASES = {"default": database("DATABASE_URL")}
-CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+CELERY_BROKER_URL = env.text("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = False
-LOGGING = logging_config(env("LOG_FORMAT", default="json"), LOG_LEVEL)  # noqa: F405
+LOGGING = logging_config(log_format("json"), LOG_LEVEL)  # noqa: F405
 
 # gunicorn serves static files itself through WhiteNoise (after `collectstatic`).
 MIDDLEWARE.insert(  # noqa: F405
@@ -16,8 +17,8 @@ MIDDLEWARE.insert(  # noqa: F405
     "whitenoise.middleware.WhiteNoiseMiddleware",
 )
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+SECURE_SSL_REDIRECT = env.boolean("SECURE_SSL_REDIRECT", default=True)
+SECURE_HSTS_SECONDS = env.whole("SECURE_HSTS_SECONDS", default=31_536_000, low=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
