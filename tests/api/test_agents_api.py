@@ -194,6 +194,26 @@ def test_create_read_and_revise_an_agent(client: APIClient) -> None:
         error_of(get(client, missing), 404, "not_found")
 
 
+def test_a_revision_that_changes_nothing_is_200_with_the_latest(client: APIClient) -> None:
+    """No identical revision: the answer says nothing was made (200, not 201), with the latest."""
+    _agent(client)
+    latest = get(client, "/agents/refunds/revisions/1").json()
+    for unchanged in ({}, {"note": "a note alone"}, {"settings": AGENT["settings"]}):
+        response = post(client, "/agents/refunds/revisions", unchanged)
+        assert response.status_code == 200, response.content
+        assert response.json() == latest
+    assert AgentRevision.objects.count() == 1
+
+
+def test_a_mapping_given_in_a_revision_replaces_the_latest_s_whole(client: APIClient) -> None:
+    """As docs/api.md says: a field left out keeps its value, a field given replaces it."""
+    _agent(client)
+    response = post(client, "/agents/refunds/revisions", {"settings": {"temperature": 0.1}})
+    assert response.status_code == 201, response.content
+    assert response.json()["settings"] == {"temperature": 0.1}
+    assert response.json()["budgets"] == {"max_turns": 6}
+
+
 @pytest.mark.parametrize(
     ("changes", "named"),
     [

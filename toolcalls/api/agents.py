@@ -159,6 +159,12 @@ class AgentRevisionsView(AgentView, ApiListView):
                 "The new revision, now the latest.",
                 [examples.AGENT_REVISED],
             ),
+            200: OpenApiResponse(
+                AgentRevisionSerializer,
+                "Nothing changed: the latest revision, which stays the latest (no revision is "
+                "made, and the note is not kept).",
+                [examples.AGENT_KEPT],
+            ),
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
@@ -168,6 +174,7 @@ class AgentRevisionsView(AgentView, ApiListView):
     def post(self, request: Request, name: str) -> Response:
         profile = self.profile(name)
         data = self.validated(AgentDefinitionSerializer)
+        shown = profile.latest_revision
         revision = agent_revise(
             profile=profile,
             changes=_definition(data),
@@ -175,7 +182,8 @@ class AgentRevisionsView(AgentView, ApiListView):
             note=data.get("note", ""),
         )
         body = AgentRevisionSerializer(revision).data
-        return Response(body, status=status.HTTP_201_CREATED)
+        kept = revision.number == shown  # the service made no revision: nothing changed
+        return Response(body, status=status.HTTP_200_OK if kept else status.HTTP_201_CREATED)
 
 
 @extend_schema(tags=["agents"])

@@ -470,4 +470,5 @@ AGENT_REVISED = _response(
         "note": "A smaller model for the same desk.",
     },
 )
+AGENT_KEPT = _response("Nothing changed: the latest revision", _AGENT_REVISION_VALUE)
 AGENT_REVISIONS = page("A page of revisions", _AGENT_REVISION_VALUE)
