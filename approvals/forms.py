@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from approvals.selectors import SUPERSEDED_STATE, DecisionFilters, QueueFilters
+from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.states import ApprovalState
 from toolcalls.console.forms import FilterForm
 from toolcalls.registry import RISKS
@@ -153,11 +153,7 @@ class DecisionFilterForm(FilterForm):
     state = forms.ChoiceField(
         required=False,
         label="Decision",
-        choices=[
-            ("", "any decision"),
-            *[(s, s.lower()) for s in ApprovalState.values[1:]],
-            (SUPERSEDED_STATE, "superseded"),
-        ],
+        choices=[("", "any decision"), *[(s, s.lower()) for s in ApprovalState.values[1:]]],
     )
     tool = forms.ChoiceField(required=False, label="Tool")
     decided_by = forms.CharField(required=False, max_length=150, label="Decided by")

@@ -8,22 +8,21 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, SUPERSEDED, ApprovalRequest, own
+from approvals.models import AMOUNT, DECIDABLE, RISK_RANK, ApprovalRequest, own
 from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.diffs import arguments_diff
-from toolcalls.keyset import Key, Page, keyset_merged, keyset_page, ordering
-from toolcalls.models import AuditEvent, Operation, Tenant, ToolCall
+from toolcalls.keyset import Key, Page, keyset_page, ordering
+from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError
 from toolcalls.selectors import principal_names
 from toolcalls.services.approvals import precondition_refusal
 from toolcalls.services.results import tool_context
-from toolcalls.states import OPERATION_TERMINAL, AuditKind, CallState
+from toolcalls.states import CallState
 from toolcalls.storage import storable
 
 #: The header shows "1000+" beyond this, so the count never scans a big table.
@@ -159,31 +158,13 @@ def approval_next(*, user: User, filters: QueueFilters, after: ApprovalRequest) 
     return rows.order_by(*ordering(keys)).values_list("public_id", flat=True).first()
 
 
-#: The decisions history's order: the latest end first (``ended_at``: the decision, or for a
-#: superseded approval the end of its operation).
-DECIDED_ORDER = (Key("ended_at", descending=True), Key("pk", descending=True))
-#: The decisions history's state filter value for superseded approvals (recorded PENDING).
-SUPERSEDED_STATE = "SUPERSEDED"
-#: When an operation ended: its transition into a terminal state, as the audit trail records
-#: it (the operation's ``updated_at`` for one without, such as a row written by hand).
-_OPERATION_ENDED = Coalesce(
-    Subquery(
-        AuditEvent.objects.filter(
-            operation=OuterRef("operation"),
-            kind=AuditKind.OPERATION_TRANSITION,
-            to_state__in=OPERATION_TERMINAL,
-        )
-        .order_by("-seq")
-        .values("created_at")[:1]
-    ),
-    F("operation__updated_at"),
-)
+#: The decisions history's order: the latest decision first.
+DECIDED_ORDER = (Key("decided_at", descending=True), Key("pk", descending=True))
 
 
 @dataclass(frozen=True)
 class DecisionFilters:
-    """Filters of the decisions history; empty values filter nothing. ``state`` is an
-    :class:`ApprovalState` but PENDING, or :data:`SUPERSEDED_STATE`."""
+    """Filters of the decisions history; empty values filter nothing."""
 
     state: str = ""
     tool: str = ""
@@ -197,54 +178,24 @@ class DecisionFilters:
 def approvals_decided(
     *, user: User, filters: DecisionFilters, cursor: str | None = None, size: int = PAGE_SIZE
 ) -> Page[ApprovalRequest]:
-    """One page of the ended approvals of the user's tenants, latest first by ``ended_at``
-    (:data:`DECIDED_ORDER`): decided ones (approved, denied, expired) at their decision, and
-    superseded ones (still PENDING as recorded, their operation ended first: nothing was
-    decided) at their operation's end. Each row carries ``ended_at``, ``is_superseded``,
-    ``operation_public_id``, ``operation_state`` and ``decided_by_name``
-    (:func:`~toolcalls.selectors.principal_names`; ``None`` for a superseded one, which a
-    Decided by filter therefore leaves out).
-
-    Two keyset reads merged (:func:`~toolcalls.keyset.keyset_merged`): the decided ones on
-    ``(decided_at, id)`` (index ``approval_tenant_decided``), so a page costs the same however
-    long the history; the superseded ones among the tenants' PENDING rows (index
-    ``approval_tenant_queue``), few, since the sweep records each EXPIRED at its expiry."""
-    visible = approvals_visible(user=user)
-    streams = []
-    if filters.state != SUPERSEDED_STATE:
-        streams.append(_decided_rows(visible, filters))
-    if filters.state in ("", SUPERSEDED_STATE) and not filters.decided_by:
-        streams.append(_superseded_rows(visible))
-    ended = [_ended_rows(rows, filters) for rows in streams]
-    return keyset_merged(ended, keys=DECIDED_ORDER, cursor=cursor, size=size)
-
-
-def _decided_rows(
-    visible: QuerySet[ApprovalRequest], filters: DecisionFilters
-) -> QuerySet[ApprovalRequest]:
-    rows = visible.exclude(state=ApprovalState.PENDING)
-    rows = rows.annotate(ended_at=F("decided_at"), is_superseded=Value(False))
-    if filters.state:
-        rows = rows.filter(state=filters.state)
-    if filters.decided_by:
-        rows = rows.filter(_named("decided_by", filters.decided_by))
-    return rows
-
-
-def _superseded_rows(visible: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
-    rows = visible.filter(SUPERSEDED, state=ApprovalState.PENDING)
-    return rows.annotate(ended_at=_OPERATION_ENDED, is_superseded=Value(True))
-
-
-def _ended_rows(
-    rows: QuerySet[ApprovalRequest], filters: DecisionFilters
-) -> QuerySet[ApprovalRequest]:
-    """What the decisions history shows of each row, and the filters both kinds take."""
-    rows = rows.select_related("tenant").annotate(
-        operation_public_id=F("operation__public_id"), operation_state=F("operation__state")
+    """One page of decided approvals of the user's tenants (approved, denied, expired), most
+    recent decision first, keyset-paginated on ``(decided_at, id)`` (index
+    ``approval_tenant_decided``). Each row carries ``operation_public_id`` and
+    ``decided_by_name`` (:func:`~toolcalls.selectors.principal_names`)."""
+    rows = (
+        approvals_visible(user=user)
+        .exclude(state=ApprovalState.PENDING)
+        .select_related("tenant")
+        .annotate(operation_public_id=F("operation__public_id"))
     )
     rows = principal_names(rows, decided_by_name="decided_by")
-    return rows.filter(tool_name=filters.tool) if filters.tool else rows
+    if filters.state:
+        rows = rows.filter(state=filters.state)
+    if filters.tool:
+        rows = rows.filter(tool_name=filters.tool)
+    if filters.decided_by:
+        rows = rows.filter(_named("decided_by", filters.decided_by))
+    return keyset_page(rows, keys=DECIDED_ORDER, cursor=cursor, size=size)
 
 
 def approvals_ticked(

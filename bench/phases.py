@@ -17,7 +17,7 @@ import redis
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
-from django.db.models import F, Max, Min, Q
+from django.db.models import Max, Min, Q
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -635,10 +635,8 @@ def queue_measure(world: World, samples: int) -> dict[str, float | None]:
     position = base64.b64encode(urlencode({"p": str(middle.expires_at)}).encode()).decode()
     deep_api = urlencode({"cursor": cursor_sign(path="/api/v1/approvals", encoded=position)})
     api_pages = ["/api/v1/approvals", f"/api/v1/approvals?{deep_api}"]
-    decided = (
-        ApprovalRequest.objects.filter(tenant=world.tenant)
-        .exclude(state=ApprovalState.PENDING)
-        .annotate(ended_at=F("decided_at"))  # the history's key (superseded ones aside)
+    decided = ApprovalRequest.objects.filter(tenant=world.tenant).exclude(
+        state=ApprovalState.PENDING
     )
     deep_decided = decided.order_by("-decided_at", "-pk")[decided.count() // 2]
     operations = Operation.objects.filter(tenant=world.tenant)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 from django.core.exceptions import ValidationError
@@ -53,21 +52,6 @@ def keyset_page(
     found = list(rows.order_by(*ordering(keys))[: size + 1])
     more = len(found) > size
     return Page(found[:size], cursor_after(found[size - 1], keys) if more else None)
-
-
-def keyset_merged(
-    querysets: Sequence[QuerySet[M]], *, keys: Sequence[Key], cursor: str | None, size: int
-) -> Page[M]:
-    """One page of the rows of ``querysets`` together (disjoint, each holding ``keys``), in
-    the order ``keys`` name: a :func:`keyset_page` of each, on its own index, merged. A page
-    of the whole holds only rows among the first ``size`` of each after ``cursor``."""
-    pages = [keyset_page(rows, keys=keys, cursor=cursor, size=size) for rows in querysets]
-    found = [row for page in pages for row in page.rows]
-    for key in reversed(keys):  # stable sorts, the last key first
-        found.sort(key=attrgetter(key.field), reverse=key.descending)
-    shown = found[:size]
-    more = len(found) > size or any(page.next_cursor for page in pages)
-    return Page(shown, cursor_after(shown[-1], keys) if more and shown else None)
 
 
 def ordering(keys: Sequence[Key]) -> list[str]:

@@ -185,15 +185,14 @@ def test_the_tool_filters_offer_every_tool_of_the_viewers_tenants_only(
 
 @pytest.mark.parametrize(
     ("name", "queries"),
-    [("approvals:queue", 9), ("approvals:decisions", 8), ("operations:list", 7)],
+    [("approvals:queue", 9), ("approvals:decisions", 7), ("operations:list", 7)],
 )
 def test_the_tool_choices_cost_one_query_whatever_the_number_of_tools(
     shop: Any, name: str, queries: int, django_assert_num_queries: Any
 ) -> None:
     """Session, user, the tenants with their remote tools, the rows (with the tenants' IDs),
     the pending count (with the tenants' IDs); the queue asks for the permission to decide too
-    (the user's and their groups'), the decisions history for its superseded rows apart from
-    its decided ones (each on its own index)."""
+    (the user's and their groups')."""
     client = Client()
     assert client.login(username="operator", password="operator-demo-pass")
     with django_assert_num_queries(queries):
