@@ -205,6 +205,16 @@ def test_a_revision_that_changes_nothing_is_200_with_the_latest(client: APIClien
     assert AgentRevision.objects.count() == 1
 
 
+def test_a_revision_read_as_null_is_sent_back_as_it_was_read(client: APIClient) -> None:
+    """A revision's instructions and note read ``null`` when none: ``null`` is taken back."""
+    _agent(client)
+    response = post(client, "/agents/refunds/revisions", {"instructions": None, "note": None})
+    assert response.status_code == 201, response.content
+    assert (response.json()["instructions"], response.json()["note"]) == (None, None)
+    again = {name: response.json()[name] for name in ("instructions", "note", "settings")}
+    assert post(client, "/agents/refunds/revisions", again).status_code == 200
+
+
 def test_a_mapping_given_in_a_revision_replaces_the_latest_s_whole(client: APIClient) -> None:
     """As docs/api.md says: a field left out keeps its value, a field given replaces it."""
     _agent(client)

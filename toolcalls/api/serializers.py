@@ -612,7 +612,12 @@ class AgentDefinitionSerializer(StrictSerializer):
     family = serializers.ChoiceField(choices=sorted(ADAPTERS), required=False)
     model = serializers.RegexField(MODEL_NAME, required=False)
     instructions = serializers.CharField(
-        max_length=100_000, trim_whitespace=False, required=False, allow_blank=True
+        max_length=100_000,
+        trim_whitespace=False,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="None (null or empty) sends no system prompt.",
     )
     settings = SettingsSerializer(required=False)
     tools = NameList(
@@ -628,7 +633,11 @@ class AgentDefinitionSerializer(StrictSerializer):
         help_text='Tool name → {"policy": "always"} or {"policy": "above_threshold", '
         '"threshold": cents}; added to the tool\'s own policy, never looser.',
     )
-    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    note = OptionalText(max_length=500, allow_blank=True)
+
+    def validate_instructions(self, value: str | None) -> str:
+        """``null`` as a revision reads none (:class:`NullForBlank`): stored as ``""``."""
+        return value or ""
 
 
 class AgentCreateSerializer(AgentDefinitionSerializer):
