@@ -277,7 +277,7 @@ def taken_port() -> Iterator[int]:
         yield int(holder.getsockname()[1])
 
 
-@pytest.mark.parametrize("command", ["fake_provider", "demo_http_tools"])
+@pytest.mark.parametrize("command", ["fake_provider", "demo_http_tools", "demo_mcp_server"])
 def test_a_port_in_use_is_a_clear_error(command: str, taken_port: int) -> None:
     refused = f"^cannot listen on 127.0.0.1:{taken_port}: Address already in use$"
     with pytest.raises(CommandError, match=refused):

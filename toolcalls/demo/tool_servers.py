@@ -6,6 +6,7 @@ handlers of :mod:`toolcalls.demo.remote` against the demo database.
 from __future__ import annotations
 
 import json
+import socket
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,11 +65,26 @@ async def _call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_t
     )
 
 
-def mcp_serve(*, port: int) -> None:
-    """Serve the demo tools over MCP at ``http://127.0.0.1:<port>/mcp`` until stopped."""
+def mcp_listen(*, port: int) -> socket.socket:
+    """The socket :func:`mcp_serve` serves on, bound to ``127.0.0.1:<port>`` and listening.
+    Raises ``OSError`` when it cannot be (the port is taken), before anything is served."""
+    listening = socket.socket()
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        listening.bind(("127.0.0.1", port))
+        listening.listen()
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def mcp_serve(listening: socket.socket) -> None:
+    """Serve the demo tools over MCP at ``/mcp`` on ``listening`` (:func:`mcp_listen`) until
+    stopped."""
     server = Server("callgate-demo-shop", on_list_tools=_list_tools, on_call_tool=_call_tool)
     app = server.streamable_http_app(stateless_http=True, json_response=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
 
 
 # --- HTTP ---------------------------------------------------------------------------------------

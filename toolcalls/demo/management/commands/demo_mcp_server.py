@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from toolcalls.demo.tool_servers import mcp_serve
+from toolcalls.demo.tool_servers import mcp_listen, mcp_serve
 from toolcalls.management.base import port_number
 
 
@@ -18,6 +18,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=port_number, default=8765)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            listening = mcp_listen(port=options["port"])
+        except OSError as exc:  # the port is taken
+            message = f"cannot listen on 127.0.0.1:{options['port']}: {exc.strerror or exc}"
+            raise CommandError(message) from None
         self.stdout.write(f"MCP server on http://127.0.0.1:{options['port']}/mcp")
         self.stdout.flush()
-        mcp_serve(port=options["port"])
+        with listening:
+            mcp_serve(listening)
