@@ -18,6 +18,10 @@ from providers.families import get_adapter
 from toolcalls.ids import new_call_id, new_operation_id
 from toolcalls.states import AuditKind, CallState, OperationState
 
+#: The longest reason a person gives (deciding an approval, cancelling or stopping an operation),
+#: in characters: kept whole where it is stored.
+REASON_MAX_LENGTH = 1000
+
 
 def new_catalogue_revision() -> str:
     """A fresh :attr:`Tenant.catalogue_revision`: 32 hex characters (128 random bits)."""
@@ -268,7 +272,11 @@ class Operation(models.Model):
     state = models.CharField(
         max_length=20, choices=OperationState.choices, default=OperationState.PENDING
     )
-    terminal_reason = models.CharField(max_length=500, blank=True)
+    terminal_reason = models.CharField(
+        max_length=REASON_MAX_LENGTH + 100,
+        blank=True,
+        help_text="Why it ended, its code in front: a person's reason kept whole.",
+    )
     final_text = models.TextField(blank=True)
     conversation = models.JSONField(default=list, help_text="Provider-native items, opaque.")
     conversation_stored = models.PositiveIntegerField(

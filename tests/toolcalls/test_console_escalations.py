@@ -72,7 +72,7 @@ def test_an_extension_that_changes_nothing_needed_is_refused(demo) -> None:
         ("extend", {"max_turns": "10", "note": "n" * 501}, "Note: Ensure this value has at most"),
         ("extend", {"max_turns": "-1"}, "max_turns (model turns): Ensure this value is greater"),
         ("stop", {"reason": ""}, "Reason: This field is required."),
-        ("stop", {"reason": "r" * 501}, "Reason: Ensure this value has at most 500"),
+        ("stop", {"reason": "r" * 1001}, "Reason: Ensure this value has at most 1000"),
     ],
 )  # fmt: skip
 def test_a_refused_form_says_what_is_wrong(demo, action, data, message) -> None:
@@ -92,6 +92,15 @@ def test_operator_stops_and_support_cannot(demo) -> None:
     assert _client("operator").post(url, {"reason": "Handled by phone."}).status_code == 302
     operation.refresh_from_db()
     assert (operation.state, operation.terminal_reason) == (S.STOPPED, "STOPPED: Handled by phone.")
+
+
+def test_a_stop_reason_of_1000_characters_is_kept_whole(demo) -> None:
+    operation = start(demo, [*LOOKUPS, r.final()], budgets={"max_turns": 1})
+    reason = "r" * 990 + "0123456789"
+    url = reverse("operations:stop", args=[operation.public_id])
+    assert _client("operator").post(url, {"reason": reason}).status_code == 302
+    operation.refresh_from_db()
+    assert operation.terminal_reason == f"STOPPED: {reason}"
 
 
 def test_operator_records_an_unknown_outcome(demo, monkeypatch) -> None:

@@ -20,6 +20,7 @@ from rest_framework import serializers
 from providers.families import ADAPTERS
 from toolcalls.guards import FRACTIONAL, GUARDS
 from toolcalls.models import (
+    REASON_MAX_LENGTH,
     AgentProfile,
     AgentRevision,
     AuditEvent,
@@ -688,15 +689,10 @@ class ExtendSerializer(StrictSerializer):
 
 
 class ReasonSerializer(StrictSerializer):
-    # 500 where a decision's reason takes 1000 (approvals.api.serializers): this one lands in
-    # Operation.terminal_reason, a CharField(max_length=500), after its code; a decision's in a
-    # TextField. One limit for both would take a migration widening terminal_reason, or refuse
-    # the decision reasons of 501 to 1000 characters taken now (docs/api.md says each).
     reason = serializers.CharField(
-        max_length=500,
-        help_text="Why, for people: up to 500 characters. The operation's `terminal_reason` "
-        "holds 500 with the code in front (`CANCELLED: …`, `STOPPED: …`), so the end of a "
-        "longer reason is cut there; its `operation.transition` audit event keeps it whole.",
+        max_length=REASON_MAX_LENGTH,
+        help_text=f"Why, for people: up to {REASON_MAX_LENGTH} characters, kept whole in the "
+        "operation's `terminal_reason` after its code (`CANCELLED: …`, `STOPPED: …`).",
     )
 
 

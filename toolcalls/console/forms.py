@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from toolcalls.console.models import TIMEZONES
 from toolcalls.guards import GUARDS
+from toolcalls.models import REASON_MAX_LENGTH
 from toolcalls.selectors import OperationFilters
 from toolcalls.services.reconcile import RESOLUTIONS
 from toolcalls.states import OperationState
@@ -62,7 +63,9 @@ class ForkForm(forms.Form):
 
 
 class StopForm(forms.Form):
-    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class ResolveForm(forms.Form):

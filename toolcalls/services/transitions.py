@@ -27,6 +27,9 @@ from toolcalls.states import (
 
 log = logging.getLogger("callgate.transitions")
 
+#: The characters of a reason ``terminal_reason`` holds: a person's whole, after its code.
+_TERMINAL_REASON = Operation._meta.get_field("terminal_reason").max_length
+
 _REASON_STATES = frozenset(
     {
         OperationState.ESCALATED,
@@ -69,7 +72,7 @@ def operation_transition(
     operation.state = to_state
     step.change(operation, "state")
     if to_state in _REASON_STATES or operation.terminal_reason:
-        operation.terminal_reason = reason[:500] if to_state in _REASON_STATES else ""
+        operation.terminal_reason = reason[:_TERMINAL_REASON] if to_state in _REASON_STATES else ""
         step.change(operation, "terminal_reason")
     info = {**(details or {}), **({"reason": reason} if reason else {})}
     step.audit(
