@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -29,7 +29,7 @@ from bench import workers
 from bench.env import BROKER_URL
 from bench.replies import FAMILY, MODEL, lookup_script, refund_script
 from bench.report import percentile
-from bench.tools import TOOL
+from bench.tools import BARE_TOOLS, TOOL
 from config.heap import startup_objects_freeze
 from toolcalls.actors import Actor
 from toolcalls.api.auth import api_key_create
@@ -116,7 +116,8 @@ def world_create() -> World:
     tenant's catalogue), empty the broker database."""
     call_command("migrate", verbosity=0)
     seed = demo_seed()
-    tenant_tools_enable(tenant=seed.tenant, tool_names=[TOOL], actor=Actor.system("bench"))
+    tools = [TOOL, *BARE_TOOLS.values()]
+    tenant_tools_enable(tenant=seed.tenant, tool_names=tools, actor=Actor.system("bench"))
     broker_flush()
     workers.timings_reset()
     users = get_user_model().objects
@@ -399,13 +400,35 @@ def refund(world: World, sizes: Sizes) -> Figures:
     APPROVED → EXECUTING event (both stamped inside their transactions, so the decision's commit
     and the wake-up's trip through Redis fall inside the interval).
     """
-    parts: dict[str, list[float]] = {f"refund_{name}_ms_p50": [] for name in _REFUND_PARTS}
+    parts, approvals = _refunds(world, sizes, first_order=900000)
+    resumes = [_resume_ms(approval) for approval in approvals]
+    return {
+        **{f"refund_{name}_ms_p50": percentile(values, 50) for name, values in parts.items()},
+        "resume_ms_p50": percentile(resumes, 50),
+        "resume_ms_p99": percentile(resumes, 99),
+    }
+
+
+def refund_bare(world: World, sizes: Sizes) -> Figures:
+    """The refunds of :func:`refund`, start to COMPLETED (``refund_bare_op_ms_p50``), with the
+    reference runtime's tools (:data:`bench.tools.BARE_TOOLS`: each answers at once, no shop
+    behind it): the engine's share of a refund, what the reference runtime is compared on."""
+    parts, _approvals = _refunds(world, sizes, first_order=950000, tools=BARE_TOOLS)
+    return {"refund_bare_op_ms_p50": percentile(parts["op"], 50)}
+
+
+def _refunds(
+    world: World, sizes: Sizes, *, first_order: int, tools: Mapping[str, str] | None = None
+) -> tuple[dict[str, list[float]], list[ApprovalRequest]]:
+    """``sizes.refund_operations`` refunds one at a time, each approved as soon as it parks:
+    each part's times in ms (:data:`_REFUND_PARTS`) and the approvals decided."""
+    parts: dict[str, list[float]] = {name: [] for name in _REFUND_PARTS}
     approvals: list[ApprovalRequest] = []
     for number in range(sizes.refund_operations):
-        order_id = f"ORD-{900000 + number}"
-        script = _refund_script(world, order_id)
+        order_id = f"ORD-{first_order + number}"
+        script = _refund_script(world, order_id, tools=tools)
         started = time.perf_counter()
-        operation = _refund_start(world, script, order_id)
+        operation = _refund_start(world, script, order_id, tools=tools)
         state = _wait_state(operation.pk, {OperationState.WAITING_APPROVAL})
         if state != OperationState.WAITING_APPROVAL:
             raise RuntimeError(f"refund {operation.public_id} ended {state} before its approval")
@@ -420,21 +443,20 @@ def refund(world: World, sizes: Sizes) -> Figures:
         spans = {"op": (started, done), "parked": (started, parked)}
         spans |= {"decide": (parked, decided), "finish": (decided, done)}
         for name, (begin, end) in spans.items():
-            parts[f"refund_{name}_ms_p50"].append((end - begin) * 1000)
+            parts[name].append((end - begin) * 1000)
         approvals.append(approval)
         if (number + 1) % 10 == 0:
-            say(f"refund: {number + 1}/{sizes.refund_operations} operations")
-    resumes = [_resume_ms(approval) for approval in approvals]
-    return {
-        **{name: percentile(values, 50) for name, values in parts.items()},
-        "resume_ms_p50": percentile(resumes, 50),
-        "resume_ms_p99": percentile(resumes, 99),
-    }
+            kind = "refund with the reference's tools" if tools else "refund"
+            say(f"{kind}: {number + 1}/{sizes.refund_operations} operations")
+    return parts, approvals
 
 
-def _refund_script(world: World, order_id: str) -> ReplayScript:
+def _refund_script(
+    world: World, order_id: str, *, tools: Mapping[str, str] | None = None
+) -> ReplayScript:
     """A new order ``order_id`` of the demo customer, and the refund scenario's script for it
-    (each refund its own order: none is answered from another's idempotency record)."""
+    (each refund its own order: none is answered from another's idempotency record), proposing
+    ``tools[name]`` for each demo tool ``tools`` names."""
     Order.objects.create(
         tenant_ref=world.tenant.slug,
         order_id=order_id,
@@ -443,13 +465,19 @@ def _refund_script(world: World, order_id: str) -> ReplayScript:
         total_cents=12999,
     )
     return ReplayScript.objects.create(
-        name="bench refund", family=FAMILY, model=MODEL, replies=refund_script(order_id)
+        name="bench refund",
+        family=FAMILY,
+        model=MODEL,
+        replies=refund_script(order_id, tools=tools),
     )
 
 
-def _refund_start(world: World, script: ReplayScript, order_id: str) -> Operation:
+def _refund_start(
+    world: World, script: ReplayScript, order_id: str, *, tools: Mapping[str, str] | None = None
+) -> Operation:
     text = f"Please refund $49.99 of {order_id}."
-    return _operation(world, script, text, ["get_order", "create_refund_draft", "submit_refund"])
+    names = ["get_order", "create_refund_draft", "submit_refund"]
+    return _operation(world, script, text, [(tools or {}).get(name, name) for name in names])
 
 
 def refund_statements(world: World) -> Figures:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from bench.tools import TOOL
@@ -55,9 +56,22 @@ def lookup_script(turns: int, *, result_bytes: int = 0) -> list[dict[str, Any]]:
     return [*replies, _response("bench_final", final)]
 
 
-def refund_script(order_id: str) -> list[dict[str, Any]]:
+def refund_script(order_id: str, *, tools: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The bundled ``refund_approve`` scenario, about ``order_id`` instead of ``ORD-1001`` (each
-    refund gets its own order, so no run is answered from another's idempotency record)."""
+    refund gets its own order, so no run is answered from another's idempotency record), its
+    calls proposing ``tools[name]`` where ``tools`` names another tool for a demo tool."""
     text = bundled_path(family=FAMILY, name="refund_approve").read_text()
     replies: list[dict[str, Any]] = json.loads(text.replace("ORD-1001", order_id))["replies"]
-    return replies
+    return _renamed(replies, tools or {})
+
+
+def _renamed(value: Any, tools: Mapping[str, str]) -> Any:
+    """``value`` with each function call's ``name`` found in ``tools`` replaced by its value."""
+    if isinstance(value, list):
+        return [_renamed(item, tools) for item in value]
+    if not isinstance(value, dict):
+        return value
+    renamed = {key: _renamed(item, tools) for key, item in value.items()}
+    if renamed.get("type") == "function_call" and renamed.get("name") in tools:
+        renamed["name"] = tools[renamed["name"]]
+    return renamed

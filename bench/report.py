@@ -20,6 +20,7 @@ KEYS = (
     "refund_parked_ms_p50",
     "refund_decide_ms_p50",
     "refund_finish_ms_p50",
+    "refund_bare_op_ms_p50",
     "baseline_refund_ms_p50",
     "refund_statements",
     "resume_ms_p50",
@@ -41,6 +42,7 @@ KEYS = (
     "baseline_turn_ratio",
     "turn_ratio",
     "refund_op_ratio",
+    "refund_bare_op_ratio",
     "bytes_per_op_4",
     "bytes_per_op_16",
     "bytes_per_op_64",
@@ -51,6 +53,7 @@ RATIOS = {
     "baseline_turn_ratio": ("baseline_turn_ms_p50", "peer_turn_ms"),
     "turn_ratio": ("turn_ms_p50", "peer_turn_ms"),
     "refund_op_ratio": ("refund_op_ms_p50", "peer_op_ms"),
+    "refund_bare_op_ratio": ("refund_bare_op_ms_p50", "peer_op_ms"),
     # Bytes at 64 turns over bytes at 16: 4.0 when storage grows linearly with the turns.
     "storage_growth": ("bytes_per_op_64", "bytes_per_op_16"),
 }

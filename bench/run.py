@@ -97,12 +97,14 @@ def main() -> int:
         one.wait_ready()
         figures.update(phases.turn_latency(world, sizes))
         figures.update(phases.refund(world, sizes))
+        figures.update(phases.refund_bare(world, sizes))
     notes["turn_ms_p50"] = "inside the worker: (claim +) request + record"
     notes["refund_op_ms_p50"] = f"{sizes.refund_operations} refunds, start to COMPLETED"
     notes["refund_parked_ms_p50"] = "start -> WAITING_APPROVAL seen here"
     notes["refund_decide_ms_p50"] = "approval_decide in this process"
     notes["refund_finish_ms_p50"] = "decided -> COMPLETED seen here"
     notes["resume_ms_p50"] = "decision event -> APPROVED->EXECUTING event"
+    notes["refund_bare_op_ms_p50"] = "the same, the reference's tools: at once, no shop"
 
     phases.say("phase 3/6: throughput, one worker")
     pks = phases.throughput_prepare(world, sizes, sizes.throughput_operations_1w)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolcalls.policy import always
 from toolcalls.registry import ToolContext, ToolSpec, register
 from toolcalls.services import approvals, execution, turns
 
@@ -73,6 +74,63 @@ register(
         handler=bench_lookup,
         revisions=_REVISIONS,
     )
+)
+
+
+#: The refund scenario's tools as the reference runtime has them, by the demo tool each stands
+#: in for (the ``refund_bare_…`` figures): each answers ``{"ok": true}`` at once, no shop behind
+#: it (no order, draft or ledger rows), no authorization, precondition or summary reads. What
+#: the engine guarantees stays: a write is claimed under its idempotency key before it runs,
+#: every submit waits for a person, and the approval is checked again at resume.
+BARE_TOOLS = {
+    "get_order": "bench_get_order",
+    "create_refund_draft": "bench_create_refund_draft",
+    "submit_refund": "bench_submit_refund",
+}
+
+
+def _ok(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    return {"ok": True}
+
+
+def _bare(name: str, properties: Mapping[str, str], **spec: Any) -> None:
+    """Register bare tool ``name`` taking ``properties`` (argument → JSON type), all required."""
+    register(
+        ToolSpec(
+            name=name,
+            description=f"{name} (bench: answers at once, no shop behind it).",
+            parameters={
+                "type": "object",
+                "properties": {key: {"type": kind} for key, kind in properties.items()},
+                "required": list(properties),
+                "additionalProperties": False,
+            },
+            schema_version=f"{name}-v1",
+            timeout_ms=1000,
+            handler=_ok,
+            revisions=_REVISIONS,
+            **spec,
+        )
+    )
+
+
+def _key(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+    return f"{ctx.operation_id}:{args['order_id']}"
+
+
+_bare(BARE_TOOLS["get_order"], {"order_id": "string"}, risk="read")
+_bare(
+    BARE_TOOLS["create_refund_draft"],
+    {"order_id": "string", "amount_cents": "integer", "reason": "string"},
+    risk="write",
+    idempotency_key=_key,
+)
+_bare(
+    BARE_TOOLS["submit_refund"],
+    {"order_id": "string", "draft_id": "string", "amount_cents": "integer"},
+    risk="irreversible",
+    idempotency_key=_key,
+    approval=always("bench: every submit waits for a person"),
 )
 
 
