@@ -259,7 +259,7 @@ def test_a_human_resolves_an_unknown_outcome(
         assert (call.state, call.error_code) == (state, code)
         record = IdempotencyRecord.objects.filter(call=call).first()
         assert (record.state if record else None) == key_state
-        with pytest.raises(EscalationError):
+        with pytest.raises(OperationEnded):  # the operation went on and completed
             call_resolve(call_pk=call.pk, actor=Actor.system("test"), resolution=resolution)
     finally:
         release.set()

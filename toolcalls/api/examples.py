@@ -89,6 +89,11 @@ CANCEL = OpenApiExample(
 STOP = OpenApiExample(
     "Stop", request_only=True, value={"reason": "Handled by phone; nothing more to do."}
 )
+RESOLVE = OpenApiExample(
+    "It did not happen",
+    request_only=True,
+    value={"resolution": "not_applied", "note": "No payment for ORD-1001 in the ledger."},
+)
 
 # Responses. Each is checked against the schema by the test suite (tests/api/test_contract.py).
 
@@ -283,6 +288,9 @@ OPERATION_STOPPED = _response(
     },
 )
 OPERATION_RESUMED = _response("Resumed", {**OPERATION_VALUE, "state": "MODEL_REQUESTED"})
+OPERATION_RESOLVED = _response(
+    "Resolved: its results go to the model", {**OPERATION_VALUE, "state": "RESULTS_READY"}
+)
 OPERATIONS = page("A page of operations", OPERATION_VALUE)
 TURNS = page("A page of turns", TURN_VALUE)
 CALLS = page("A page of calls", CALL_VALUE)

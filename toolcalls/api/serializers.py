@@ -32,6 +32,7 @@ from toolcalls.models import (
 from toolcalls.reasons import REASON_CODES, reason_code
 from toolcalls.registry import RISKS
 from toolcalls.services.operations import MODEL_NAME
+from toolcalls.services.reconcile import RESOLUTIONS
 from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
 from toolcalls.text import visible, visible_pattern
@@ -686,6 +687,23 @@ class AgentSerializer(NullForBlank):
 class ExtendSerializer(StrictSerializer):
     budgets = BudgetsField(required=False, default=dict)
     note = OptionalText(max_length=500, allow_blank=True)
+
+
+class ResolveSerializer(StrictSerializer):
+    """Recording a lost outcome: the console's resolve form, field for field."""
+
+    resolution = serializers.ChoiceField(
+        choices=list(RESOLUTIONS),
+        help_text="What happened downstream: `applied` (it took effect; the model is told so), "
+        "`not_applied` (it did not; its idempotency key is released, so the model may try it "
+        "again) or `unknown` (nobody can tell; the model is told not to assume either way, and "
+        "the key stays held).",
+    )
+    note = OptionalText(
+        max_length=500,
+        allow_blank=True,
+        help_text="What was checked, for people; an `applied` outcome sends it to the model too.",
+    )
 
 
 class ReasonSerializer(StrictSerializer):

@@ -36,6 +36,11 @@ urlpatterns = [
         name="api-operation-calls",
     ),
     path(
+        "operations/<str:public_id>/calls/<str:call_id>/resolve",
+        views.OperationCallResolveView.as_view(),
+        name="api-operation-call-resolve",
+    ),
+    path(
         "operations/<str:public_id>/events",
         views.OperationEventsView.as_view(),
         name="api-operation-events",

@@ -52,6 +52,7 @@ from toolcalls.api.serializers import (
     OperationSerializer,
     ReadinessSerializer,
     ReasonSerializer,
+    ResolveSerializer,
     ToolSerializer,
     ToolSettingsSerializer,
     TurnSerializer,
@@ -74,6 +75,7 @@ from toolcalls.services.operations import (
     operation_follow_up,
     operation_start,
 )
+from toolcalls.services.reconcile import call_resolve
 from toolcalls.states import AuditKind, OperationState
 from toolcalls.storage import MAX_JSON_DEPTH, TooDeep, json_strings, unstorable
 
@@ -666,8 +668,9 @@ class OperationExtendView(ApiView):
             409: OpenApiResponse(
                 ErrorSerializer,
                 f"{_ENDED} {_NOT_ESCALATED} `needs_resolution`: a call's outcome is unknown "
-                "(record it, or stop). `still_over`: the budgets given would trip again at once. "
-                f"{KEY_CONFLICT}",
+                "(record it first: `POST …/calls/{call_id}/resolve`, the calls named in "
+                "`details.calls`; or stop). `still_over`: the budgets given would trip again at "
+                f"once. {KEY_CONFLICT}",
             ),
             **ERRORS,
         },
@@ -713,6 +716,47 @@ class OperationStopView(ApiView):
             operation_pk=operation.pk,
             actor=self.actor(),
             reason=body["reason"],
+        )
+        return Response(OperationSerializer(self.operation(public_id)).data)
+
+
+@extend_schema(tags=["operations"])
+class OperationCallResolveView(ApiView):
+    """Record the outcome of a call whose side effect was lost (its state UNKNOWN_OUTCOME, the
+    operation ESCALATED with ``UNKNOWN_OUTCOME``), as the console's operation page does: the
+    call set then goes on and the operation resumes."""
+
+    scopes = {"POST": (WRITE,)}
+
+    @extend_schema(
+        summary="Record the outcome of a call whose outcome is unknown",
+        request=ResolveSerializer,
+        responses={
+            200: OpenApiResponse(
+                OperationSerializer,
+                "Recorded; the call's set goes on (the model is sent the results once all are in).",
+                [examples.OPERATION_RESOLVED],
+            ),
+            409: OpenApiResponse(
+                ErrorSerializer,
+                f"{_ENDED} `not_unknown_outcome`: the call's outcome is not unknown (it is still "
+                f"running, or it was settled); the message names its state. {KEY_CONFLICT}",
+            ),
+            **ERRORS,
+        },
+        parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.RESOLVE],
+    )
+    @idempotent
+    def post(self, request: Request, public_id: str, call_id: str) -> Response:
+        operation = self.operation(public_id)
+        call = get_object_or_404(operation.calls, public_id=call_id)
+        body = self.validated(ResolveSerializer)
+        call_resolve(
+            call_pk=call.pk,
+            actor=self.actor(),
+            resolution=body["resolution"],
+            note=body["note"],
         )
         return Response(OperationSerializer(self.operation(public_id)).data)
 

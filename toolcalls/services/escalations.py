@@ -17,7 +17,7 @@ from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_refuse_ended, operation_transition
 from toolcalls.services.unit import Step, lease_clear, operation_step
-from toolcalls.states import OperationState
+from toolcalls.states import CallState, OperationState
 from toolcalls.text import visible
 
 NO_PROGRESS = "max_no_progress_turns"
@@ -68,9 +68,7 @@ def operation_extend(
     with _escalated_step(operation_pk) as step:
         operation = step.operation
         if operation.resume_state not in RESUMABLE:
-            raise EscalationError(
-                "needs_resolution", "a call's outcome is unknown: resolve the call, not the budget"
-            )
+            raise _needs_resolution(operation)
         try:
             merged = budgets_for({**operation.budgets, **budgets})
             _refuse_lowered(operation, budgets)
@@ -88,6 +86,24 @@ def operation_extend(
         operation_transition(step, to_state=operation.resume_state, actor=actor, details=details)
         enqueue_turn(step, operation_pk=operation.pk)
     return operation
+
+
+def _needs_resolution(operation: Operation) -> EscalationError:
+    """``needs_resolution``, naming the calls whose outcome a person must record first
+    (``details["calls"]``: their IDs) and where: the call's ``resolve`` (the API's
+    ``POST /api/v1/operations/{id}/calls/{call}/resolve``, the console's operation page)."""
+    lost = operation.calls.filter(state=CallState.UNKNOWN_OUTCOME).order_by("pk")
+    calls = list(lost.values_list("public_id", "tool_name"))
+    named = ", ".join(f"{tool} ({public_id})" for public_id, tool in calls) or "a call"
+    resolve = ", ".join(f"…/calls/{public_id}/resolve" for public_id, _ in calls)
+    where = f" ({resolve})" if resolve else ""
+    message = (
+        f"the outcome of {named} is unknown: resolve the call{where} as applied, not_applied "
+        "or unknown, not the budget"
+    )
+    return EscalationError(
+        "needs_resolution", message, details={"calls": [public_id for public_id, _ in calls]}
+    )
 
 
 def _refuse_lowered(operation: Operation, budgets: Mapping[str, Any]) -> None:
