@@ -40,7 +40,7 @@ pytestmark = [
 
 def _expect_rows(page: Page, *approvals: ApprovalRequest) -> None:
     """The queue's rows are these approvals, top to bottom (waiting for the page to load)."""
-    ids = page.get_by_test_id("queue").locator("tbody tr small.id")
+    ids = page.get_by_test_id("queue").get_by_test_id("approval-id")
     expect(ids).to_have_text([approval.public_id for approval in approvals])
 
 

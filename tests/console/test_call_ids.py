@@ -23,4 +23,4 @@ def test_pages_show_callgates_call_id_and_the_providers_apart(demo) -> None:
     assert "Provider call ID" in page and call.provider_call_id in page
     page = client.get(f"/console/operations/{operation.public_id}/").content.decode()
     assert f"<code>{call.public_id}</code></small>" in page
-    assert f"<dt>Provider call ID</dt><dd><code>{call.provider_call_id}</code>" in page
+    assert f"<dt>Provider call ID</dt><dd><code><bdi>{call.provider_call_id}</bdi></code>" in page

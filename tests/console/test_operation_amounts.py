@@ -61,7 +61,7 @@ def test_a_refund_below_the_threshold_shows_its_amounts_with_the_currency(demo: 
     assert "10.00 EUR" in amounts
     assert all(amount.endswith(" EUR") for amount in amounts), amounts
     outcome = page[page.index('data-testid="outcome"') : page.index("</section>")]
-    assert "Amount <strong>10.00 EUR</strong>" in outcome
+    assert "Amount <strong><bdi>10.00 EUR</bdi></strong>" in outcome
 
 
 @pytest.mark.usefixtures("euros")

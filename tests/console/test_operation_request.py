@@ -61,9 +61,9 @@ def test_the_page_shows_the_agent_revision_instructions_and_settings(demo: Any) 
     )
     assert '<dd data-testid="agent-revision"><code>refunds@1</code></dd>' in page
     assert "You are the &lt;refund&gt; desk." in page
-    assert "<strong>user</strong>: Hi" in page
-    assert "<code>temperature</code></th><td><code>0.3</code>" in page
-    assert "<code>max_output_tokens</code></th><td><code>700</code>" in page
+    assert "<strong>user</strong>: <bdi>Hi</bdi>" in page
+    assert "<code>temperature</code></th><td><code><bdi>0.3</bdi></code>" in page
+    assert "<code>max_output_tokens</code></th><td><code><bdi>700</bdi></code>" in page
     assert '<dd data-testid="tools"><code>get_order</code>, <code>submit_refund</code></dd>' in page
 
 

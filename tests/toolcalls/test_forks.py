@@ -211,7 +211,7 @@ def test_the_console_forks_from_a_turn(demo, eager_tasks) -> None:
     approval_decide(approval_pk=fork.approvals.get().pk, actor=_other_operator(demo), approve=True)
     settled = original.calls.get(tool_name="submit_refund").public_id
     timeline = console.get(response["Location"]).content.decode()
-    assert f"<span>settled by</span> {settled}" in timeline
+    assert f"<span>settled by</span> <bdi>{settled}</bdi>" in timeline
     refused = console.post(url, {"from_turn": 9}, follow=True)
     assert b"has no turn 9" in refused.content
     support = Client()

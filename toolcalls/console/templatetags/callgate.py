@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
 from django import template
 from django.forms import BoundField
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from toolcalls.actors import Actor
 from toolcalls.reasons import reason_code
@@ -24,6 +27,28 @@ def cents(value: Any) -> str:
         sign = "-" if value < 0 else ""
         return f"{sign}{abs(value) // 100:,}.{abs(value) % 100:02d}"
     return str(value)
+
+
+#: Unicode's bidirectional controls (marks, embeddings, overrides, isolates): invisible, yet
+#: they reorder the text around them, so ``cus_\u202eevil`` reads as ``cus_live``.
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _control_marker(match: re.Match[str]) -> str:
+    code = f"U+{ord(match.group(0)):04X}"
+    name = unicodedata.name(match.group(0))
+    return f'<span class="control" title="{code} {name}">⟨{code}⟩</span>'
+
+
+@register.filter(is_safe=True)
+def visible(value: Any) -> SafeString:
+    """Text from users, callers, models or tools, HTML-escaped, each bidirectional control
+    shown as a marker (``⟨U+202E⟩``, its name in the title) instead of reordering what is
+    around it, and the whole isolated (``<bdi>``) so its direction never spills into the text
+    beside it. For showing only: a form field keeps the exact value."""
+    escaped = conditional_escape("" if value is None else value)
+    # Safe: the text is escaped before the markers (our own markup) go in.
+    return mark_safe(f"<bdi>{_BIDI_CONTROLS.sub(_control_marker, escaped)}</bdi>")
 
 
 @register.filter
@@ -76,6 +101,16 @@ def principal(name: str | None) -> str:
 def code_of_reason(reason: str) -> str:
     """The reason code an operation's ``terminal_reason`` starts with ("" without one)."""
     return reason_code(reason or "") or ""
+
+
+@register.filter
+def reason_text(reason: str) -> str:
+    """An operation's ``terminal_reason`` without the code it starts with (shown on its own):
+    ``"CANCELLED: customer withdrew"`` → ``"customer withdrew"``."""
+    code = reason_code(reason or "")
+    if code is None:
+        return reason or ""
+    return reason[len(code) :].removeprefix(":").strip()
 
 
 def _money(value: Any, currency: str) -> str:
