@@ -160,13 +160,13 @@ def test_a_stopped_operations_lost_call_is_409_already_ended(
     operation, lost_call = _escalated(client)
     stopped = post(client, f"/operations/{operation['id']}/stop", {"reason": "by phone"})
     assert stopped.status_code == 200, stopped.content
-    error = error_of(
-        post(client, _resolve_url(operation, lost_call), {"resolution": "applied"}),
-        409,
-        "already_ended",
-    )
-    assert error["message"] == "the operation already ended (STOPPED)"
+    url = _resolve_url(operation, lost_call)
+    for body in [{"resolution": "applied"}, {}, {"resolution": "done"}]:  # whatever the body
+        error = error_of(post(client, url, body), 409, "already_ended")
+        assert error["message"] == "the operation already ended (STOPPED)"
     assert ToolCall.objects.get(public_id=lost_call["id"]).state == CallState.UNKNOWN_OUTCOME
+    unknown = f"/operations/{operation['id']}/calls/tc_nosuchcall/resolve"
+    error_of(post(client, unknown, {"resolution": "applied"}), 404, "not_found")
 
 
 def test_resolving_needs_operations_write_and_a_retry_gets_the_first_answer(

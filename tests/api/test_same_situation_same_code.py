@@ -65,6 +65,30 @@ def test_an_operation_that_ended_is_already_ended_for_cancel_extend_and_stop(
     assert get(client, f"/operations/{operation['id']}").json()["state"] == how
 
 
+#: Bodies each action refuses as input (400) while the operation runs.
+WRONG_BODIES = {
+    "cancel": [{}, {"reason": "   "}, {"reason": 5}, {"why": "again"}],
+    "extend": [{"budgets": {"max_turns": 5.0}}, {"budgets": {"max_turns": 0}}, {"budget": {}}],
+    "stop": [{}, {"reason": "\u200b"}, {"reason": None}, {"reason": "x" * 1001}],
+}
+
+
+@pytest.mark.parametrize("how", [S.COMPLETED, S.CANCELLED, S.STOPPED])
+@pytest.mark.parametrize(
+    ("action", "body"), [(action, body) for action in ACTIONS for body in WRONG_BODIES[action]]
+)
+def test_an_operation_that_ended_is_already_ended_whatever_the_body_says(
+    client: APIClient, how: str, action: str, body: dict[str, Any]
+) -> None:
+    """The state is the refusal that holds whatever the request says: a client that left
+    out the reason learns the operation ended, not to send a reason that would change nothing."""
+    operation = _ended(client, how)
+    response = post(client, f"/operations/{operation['id']}/{action}", body)
+    error = error_of(response, 409, "already_ended")
+    assert error["message"] == f"the operation already ended ({how})"
+    assert get(client, f"/operations/{operation['id']}").json()["state"] == how
+
+
 @pytest.mark.parametrize("action", ["extend", "stop"])
 def test_a_running_operation_that_did_not_escalate_is_not_escalated(
     client: APIClient, action: str

@@ -76,6 +76,7 @@ from toolcalls.services.operations import (
     operation_start,
 )
 from toolcalls.services.reconcile import call_resolve
+from toolcalls.services.transitions import operation_refuse_ended
 from toolcalls.states import AuditKind, OperationState
 from toolcalls.storage import MAX_JSON_DEPTH, TooDeep, json_strings, unstorable
 
@@ -216,6 +217,14 @@ class ApiView(StrictView):
 
     def operation(self, public_id: str) -> Operation:
         return get_object_or_404(self.operations(), public_id=public_id)
+
+    def live_operation(self, public_id: str) -> Operation:
+        """:meth:`operation`, refused ``409 already_ended`` once it has ended: what an action
+        (cancel, extend, stop, resolve) answers then whatever its body says, so it is checked
+        before the body is read. The service checks it again under the row lock."""
+        operation = self.operation(public_id)
+        operation_refuse_ended(operation)
+        return operation
 
 
 def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
@@ -640,7 +649,7 @@ class OperationCancelView(ApiView):
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
-        operation = self.operation(public_id)
+        operation = self.live_operation(public_id)
         body = self.validated(ReasonSerializer)
         operation_cancel(
             operation_pk=operation.pk,
@@ -679,7 +688,7 @@ class OperationExtendView(ApiView):
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
-        operation = self.operation(public_id)
+        operation = self.live_operation(public_id)
         body = self.validated(ExtendSerializer)
         budgets = {k: int(v) if float(v).is_integer() else v for k, v in body["budgets"].items()}
         operation_extend(
@@ -710,7 +719,7 @@ class OperationStopView(ApiView):
     )
     @idempotent
     def post(self, request: Request, public_id: str) -> Response:
-        operation = self.operation(public_id)
+        operation = self.live_operation(public_id)
         body = self.validated(ReasonSerializer)
         operation_stop(
             operation_pk=operation.pk,
@@ -751,6 +760,7 @@ class OperationCallResolveView(ApiView):
     def post(self, request: Request, public_id: str, call_id: str) -> Response:
         operation = self.operation(public_id)
         call = get_object_or_404(operation.calls, public_id=call_id)
+        operation_refuse_ended(operation)  # whatever the body says, as live_operation
         body = self.validated(ResolveSerializer)
         call_resolve(
             call_pk=call.pk,

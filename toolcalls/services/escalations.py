@@ -127,12 +127,15 @@ def _refuse_unraised(operation: Operation, merged: Mapping[str, Any]) -> None:
 
 
 def operation_stop(*, operation_pk: int, actor: Actor, reason: str) -> Operation:
-    """End an escalated operation for good (STOPPED). Raises :class:`EscalationError`
-    (``reason_required``, ``not_escalated``) or, once it ended,
-    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``)."""
-    if not visible(reason):
-        raise EscalationError("reason_required", "say why the operation is stopped")
+    """End an escalated operation for good (STOPPED). Raises
+    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``) once it ended,
+    whatever ``reason`` is, else :class:`EscalationError` (``not_escalated``, then
+    ``reason_required`` for a reason without a visible character)."""
     with _escalated_step(operation_pk) as step:
+        # Checked under the lock, after the state: an operation that ended stays
+        # already_ended whatever the request says, so a retry with a blank reason learns that.
+        if not visible(reason):
+            raise EscalationError("reason_required", "say why the operation is stopped")
         reason = f"STOPPED: {reason.strip()}"
         operation_transition(step, to_state=OperationState.STOPPED, actor=actor, reason=reason)
     return step.operation
