@@ -102,11 +102,14 @@ def stricter(
 ) -> ApprovalPolicy:
     """``base`` with ``override`` (valid for :func:`override_problem`) added: a call needs
     approval when either asks for it, so the result is never looser than ``base``. ``revision``
-    names both (it is bound into approvals and results)."""
-    if override["policy"] == "always":
+    names both (it is bound into approvals and results). A threshold override on a tool with no
+    ``amount_field`` (a remote tool's review changed since the override was checked) asks for
+    approval of every call."""
+    if override["policy"] == "always" or amount_field is None:
+        # A threshold on a tool that no longer has an amount (a remote tool reviewed again
+        # without one) fails closed: every call waits for a person.
         extra = always("the agent profile asks approval for every call of this tool")
     else:
-        assert amount_field is not None
         limit = int(override["threshold"])
         extra = above_threshold(
             field=amount_field, threshold=lambda: limit, unit="cents", revision=revision

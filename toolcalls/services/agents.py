@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 
 from django.db import IntegrityError, transaction
 
-from toolcalls import policy, registry
+from toolcalls import catalogue, policy
 from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
 from toolcalls.models import AgentProfile, AgentRevision, Tenant
@@ -78,7 +78,10 @@ def agent_definition_check(*, tenant: Tenant, definition: AgentDefinition) -> Ag
     budgets_check(budgets)
     overrides = dict(definition.get("approval_overrides") or {})
     for tool, override in overrides.items():
-        spec = registry.get(tool) if tool in names else None
+        # The tool as the tenant has it: a deployed tool or an enabled remote one, whose
+        # overrides the engine applies alike (catalogue.agent_approval).
+        found = catalogue.entry(tenant, tool) if tool in names else None
+        spec = found.spec if found else None
         problem = (
             "not one of the agent's tools"
             if spec is None
