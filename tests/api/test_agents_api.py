@@ -25,12 +25,15 @@ from tests.api.support import (
 from tests.engine import bundled_replies
 from tests.providers.settings_cases import INSTRUCTIONS, MAPPED, MESSAGES
 from tests.replies import final
+from toolcalls.actors import Actor
 from toolcalls.binding import digest
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import AgentRevision, Operation
+from toolcalls.services.catalogue import tenant_tool_set
 from toolcalls.states import AuditKind
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
+SYSTEM = Actor.system("tests")
 AGENT = {
     "name": "refunds",
     "family": "openai_responses",
@@ -363,6 +366,56 @@ def test_a_setting_stored_beyond_exact_json_refuses_what_uses_it_naming_it(
     fixed = {"settings": {"max_output_tokens": 800}}
     assert post(client, "/agents/refunds/revisions", fixed).status_code == 201
     assert post(client, "/operations", _from_agent(agent="refunds")).status_code == 201
+
+
+def test_a_tool_disabled_since_the_revision_refuses_it_naming_the_agent_and_what_to_do(
+    demo: DemoSeed, client: APIClient
+) -> None:
+    """A request with ``agent`` may not send ``tools``: the refusal names ``agent``, the revision
+    and the tool. A revision that does not change ``tools`` says the same, naming ``tools``."""
+    _agent(client)
+    original = _start(client, agent="refunds")
+    tenant_tool_set(
+        tenant=demo.tenant, tool_name="create_refund_draft", enabled=False, actor=SYSTEM
+    )
+    said = (
+        "agent refunds@1 offers create_refund_draft, which is not enabled for the tenant: "
+        "enable it or revise the agent's tools"
+    )
+    for response in [
+        post(client, "/operations", _from_agent(agent="refunds")),
+        post(client, "/operations", _from_agent(agent="refunds@1")),
+        post(client, f"/operations/{original['id']}/fork", {"from_turn": 0, "agent": "refunds"}),
+    ]:
+        error = error_of(response, 400, "invalid_request")
+        assert (error["message"], fields_of(error)) == (said, {"agent": [said]})
+    revised = post(client, "/agents/refunds/revisions", {"note": "fix"})
+    error = error_of(revised, 400, "invalid_request")
+    assert fields_of(error) == {
+        "tools": [
+            "agent refunds@1 offers create_refund_draft, which is not enabled for the tenant: "
+            "enable it or send the tools this revision should offer"
+        ]
+    }
+    assert Operation.objects.count() == 1 and AgentRevision.objects.count() == 1
+    tools = {"tools": ["get_order", "submit_refund"], "approval_overrides": {}}
+    assert post(client, "/agents/refunds/revisions", tools).status_code == 201
+    assert post(client, "/operations", _from_agent(agent="refunds")).status_code == 201
+
+
+def test_an_agent_offering_two_disabled_tools_names_both(demo: DemoSeed, client: APIClient) -> None:
+    _agent(client)
+    for name in ("get_order", "submit_refund"):
+        tenant_tool_set(tenant=demo.tenant, tool_name=name, enabled=False, actor=SYSTEM)
+    error = error_of(
+        post(client, "/operations", _from_agent(agent="refunds")), 400, "invalid_request"
+    )
+    assert fields_of(error) == {
+        "agent": [
+            "agent refunds@1 offers get_order, submit_refund, which are not enabled for the "
+            "tenant: enable them or revise the agent's tools"
+        ]
+    }
 
 
 @pytest.mark.parametrize("agent", ["refunds@2", "returns", "refunds@0", "Refunds"])

@@ -25,7 +25,10 @@ from tests.engine import operator
 from tests.remote.conftest import ScriptedHttp
 from tests.remote.test_remote_tools import answer, enable, register_http
 from tests.replies import call, final, response
+from toolcalls.actors import Actor
 from toolcalls.demo.services import DemoSeed
+from toolcalls.remote.models import RemoteTool
+from toolcalls.remote.services import remote_tool_disable
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -144,3 +147,20 @@ def test_an_override_of_a_tool_the_agent_does_not_offer_is_still_refused(
     }
     error = error_of(post(client, "/agents", body), 400, "invalid_request")
     assert fields_of(error) == {f"approval_overrides.{TOOL}": ["not one of the agent's tools"]}
+
+
+def test_a_remote_tool_disabled_since_the_revision_refuses_it_naming_the_agent(
+    client: APIClient, paying: ScriptedHttp
+) -> None:
+    assert post(client, "/agents", {**AGENT, "name": "payer"}).status_code == 201
+    remote_tool_disable(tool_pk=RemoteTool.objects.get(name=TOOL).pk, actor=Actor.system("test"))
+    body = {"agent": "payer", "input": "Pay.", "subject_ref": "cus_1001", "replies": [final()]}
+    error = error_of(
+        post(client, "/operations", {**body, "transport": "replay"}), 400, "invalid_request"
+    )
+    said = (
+        f"agent payer@1 offers {TOOL}, which is not enabled for the tenant: enable it or revise "
+        "the agent's tools"
+    )
+    assert fields_of(error) == {"agent": [said]}
+    assert paying.requests == []

@@ -110,7 +110,8 @@ STATUS_BY_CODE: dict[str, int] = {
 }
 
 #: :class:`CallgateError` codes that mean one input of the request is wrong, with the request
-#: body field they name: 400 ``invalid_request`` with ``details.fields`` naming it.
+#: body field they name: 400 ``invalid_request`` with ``details.fields`` naming it (the
+#: refusal's own ``details["fields"]`` when it has them: an agent's tool names ``agent``).
 FIELD_BY_CODE: dict[str, str] = {"unknown_tool": "tools"}
 #: Refusals that name the request's fields themselves (``details["fields"]``, by the service's
 #: option names): 400 ``invalid_request`` naming them.
@@ -123,6 +124,8 @@ def field_refusal(exc: CallgateError) -> Exception:
     """``exc`` as 400 ``invalid_request`` naming the body fields it refuses: a code of
     :data:`FIELD_BY_CODE`, an unsupported setting (``settings.<name>``) or one of
     :data:`FIELDS_NAMED`; any other refusal as it is."""
+    if exc.code in FIELD_BY_CODE and "fields" in exc.details:  # the service named the field
+        return ApiError(400, "invalid_request", exc.message, exc.details["fields"])
     if exc.code in FIELD_BY_CODE:
         message = "The request is not valid; see details."
         return ApiError(400, "invalid_request", message, {FIELD_BY_CODE[exc.code]: [exc.message]})

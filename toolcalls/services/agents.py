@@ -22,11 +22,13 @@ from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
 from toolcalls.models import AgentProfile, AgentRevision, Tenant
 from toolcalls.services.operations import (
+    agent_tools_refusal,
     budgets_check,
     family_adapter,
     model_problem,
     settings_check,
     tool_names_check,
+    tools_unavailable,
 )
 
 #: An agent's name: a slug of up to 40 characters, starting with a letter or digit.
@@ -144,6 +146,12 @@ def agent_revise(
             approval_overrides=latest.approval_overrides,
         )
         definition.update(changes)
+        if "tool_names" not in changes and (
+            missing := tools_unavailable(locked.tenant, latest.tool_names)
+        ):
+            # Kept from the latest revision, not asked for: say whose they are and what to do.
+            instead = "send the tools this revision should offer"
+            raise _invalid("tools", agent_tools_refusal(latest, missing, instead=instead))
         checked = agent_definition_check(tenant=locked.tenant, definition=definition)
         if _defines(latest, checked):
             return latest

@@ -101,12 +101,16 @@ def operation_start(
     :class:`OperationError` (``unknown_family``, ``invalid_model``, ``unknown_tool``,
     ``invalid_messages``,
     ``unsupported_setting`` naming ``details["setting"]``, ``bad_budget``, ``unknown_transport``,
-    ``no_script``, ``no_credentials``, ``agent_conflict``), and
+    ``no_script``, ``no_credentials``, ``agent_conflict``; ``unknown_tool`` with
+    ``details["fields"]["agent"]`` when the agent offers a tool the tenant may no longer use), and
     :class:`~toolcalls.services.scripts.ScriptError` (``invalid_replies``) for a script made with
     the operation whose replies the replay transport could not serve."""
     agent = options.get("agent")
     if agent is not None:
         family, model, options = with_agent(agent, family=family, model=model, options=options)
+        if missing := tools_unavailable(tenant, agent.tool_names):
+            message = agent_tools_refusal(agent, missing, instead="revise the agent's tools")
+            raise OperationError("unknown_tool", message, details={"fields": {"agent": [message]}})
     operation = _operation(
         tenant=tenant,
         requested_by=requested_by,
@@ -217,12 +221,27 @@ def family_adapter(family: str) -> ProviderAdapter:
         raise OperationError("unknown_family", str(exc)) from None
 
 
+def tools_unavailable(tenant: Tenant, tool_names: Sequence[str]) -> list[str]:
+    """Those of ``tool_names`` ``tenant`` may not use now (disabled in its catalogue, or a
+    remote tool no longer enabled), in their order."""
+    available = set(catalogue.tool_names(tenant))
+    return [name for name in tool_names if name not in available]
+
+
+def agent_tools_refusal(agent: AgentRevision, missing: Sequence[str], *, instead: str) -> str:
+    """The refusal of agent revision ``agent`` offering ``missing`` (:func:`tools_unavailable`),
+    saying what to do: ``"agent uk1@1 offers mine__echo, which is not enabled for the tenant:
+    enable it or <instead>"``."""
+    which, them = ("which is", "it") if len(missing) == 1 else ("which are", "them")
+    offers = f"agent {agent.label} offers {', '.join(missing)}"
+    return f"{offers}, {which} not enabled for the tenant: enable {them} or {instead}"
+
+
 def tool_names_check(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
     """``tool_names`` (default: every tool ``tenant`` may use); raises :class:`OperationError`
     (``unknown_tool``) naming those it may not use."""
-    available = catalogue.tool_names(tenant)
-    names = list(tool_names) if tool_names is not None else available
-    unknown = [name for name in names if name not in available]
+    names = list(tool_names) if tool_names is not None else catalogue.tool_names(tenant)
+    unknown = tools_unavailable(tenant, names)
     if unknown:
         raise OperationError("unknown_tool", f"not available: {', '.join(unknown)}")
     return names
