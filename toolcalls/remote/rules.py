@@ -75,7 +75,14 @@ def _revision(served: ServedTool) -> dict[str, Any]:
 
 
 def served_problem(served: ServedTool, *, server_name: str) -> str:
-    """Why the served revision cannot be enabled, or ``""``."""
+    """Why the served revision cannot be enabled, or ``""``: its name
+    (:func:`served_name_problem`), then its revision and schema (:func:`served_schema_problem`)."""
+    return served_name_problem(served, server_name=server_name) or served_schema_problem(served)
+
+
+def served_name_problem(served: ServedTool, *, server_name: str) -> str:
+    """Why the served tool's name cannot be called (none, listed twice, not a name a model may
+    call once prefixed with ``server_name``), or ``""``."""
     name = model_name(server_name, served.name)
     if not served.name:
         return "the tool has no name: a served tool needs one"
@@ -86,6 +93,11 @@ def served_problem(served: ServedTool, *, server_name: str) -> str:
         )
     if not PLAIN_TOOL_NAME.fullmatch(name):
         return f"{name!r} is not a name a model may call: [A-Za-z0-9_-], at most 64 characters"
+    return ""
+
+
+def served_schema_problem(served: ServedTool) -> str:
+    """Why the served revision cannot be pinned, or its input schema cannot be used, or ``""``."""
     try:
         canonical_json(_revision(served))
     except CanonicalizationError as exc:

@@ -45,7 +45,14 @@ MAX_TIMEOUT_MS = 120_000
 
 class RemoteError(CallgateError):
     """A remote server or tool request Callgate refuses. Codes: ``invalid_server``,
-    ``server_exists``, ``server_unreachable``, ``invalid_tool``, ``invalid_review``."""
+    ``server_exists``, ``server_unreachable``, ``invalid_tool``, ``invalid_review``. A refusal of
+    one field of the request names it in ``details["fields"]`` (:func:`_field_refused`)."""
+
+
+def _field_refused(code: str, where: str, problem: str) -> RemoteError:
+    """``code`` for ``problem``, naming ``where``: a field of the request (``ServerForm``,
+    ``HttpToolForm``, ``Review``: the API's body fields), ``{"fields": {where: [problem]}}``."""
+    return RemoteError(code, problem, details={"fields": {where: [problem]}})
 
 
 def server_address(server: RemoteServer) -> Address:
@@ -78,7 +85,8 @@ def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) ->
     listing = _list(address) if form.kind == RemoteServer.Kind.MCP else {}
     with transaction.atomic(durable=True):
         if RemoteServer.objects.filter(tenant=tenant, name=form.name).exists():
-            raise RemoteError("server_exists", f"{tenant.slug} already has a server {form.name}")
+            message = f"{tenant.slug} already has a server {form.name}"
+            raise _field_refused("server_exists", "name", message)
         server = RemoteServer.objects.create(
             tenant=tenant,
             name=form.name,
@@ -94,30 +102,54 @@ def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) ->
 
 
 def _server_form_check(form: ServerForm) -> None:
-    problem = ""
-    if not rules.SERVER_NAME.fullmatch(form.name):
-        problem = "the name must match [a-z][a-z0-9-]{0,29}"
-    elif form.kind not in RemoteServer.Kind.values:
-        problem = f"kind must be one of {RemoteServer.Kind.values}"
-    elif form.kind == RemoteServer.Kind.MCP:
-        problem = _mcp_form_problem(form)
-    elif form.url or form.command:
-        problem = "HTTP tools name their own URLs; the server has none"
-    if not problem:
-        problem = address_problem(Address(command=tuple(form.command), headers=form.headers))
-        problem = problem or _mcp_url_problem(form.url)
-    if not problem and form.kind == RemoteServer.Kind.HTTP and not form.signing_secret:
-        problem = "an HTTP server's requests are signed: give it a signing_secret"
+    """Raises ``invalid_server`` naming the first field of ``form`` that breaks a rule."""
+    where, problem = _server_form_problem(form)
     if problem:
-        raise RemoteError("invalid_server", problem)
+        raise _field_refused("invalid_server", where, problem)
 
 
-def _mcp_form_problem(form: ServerForm) -> str:
+def _server_form_problem(form: ServerForm) -> tuple[str, str]:
+    """The first field of ``form`` that breaks a rule and why, or ``("", "")``."""
+    if not rules.SERVER_NAME.fullmatch(form.name):
+        return "name", "the name must match [a-z][a-z0-9-]{0,29}"
+    if form.kind not in RemoteServer.Kind.values:
+        return "kind", f"kind must be one of {RemoteServer.Kind.values}"
+    if form.kind == RemoteServer.Kind.MCP:
+        where, problem = _mcp_form_problem(form)
+        if problem:
+            return where, problem
+    if form.kind == RemoteServer.Kind.HTTP and (form.url or form.command):
+        where = "url" if form.url else "command"
+        return where, f"HTTP tools name their own URLs; an HTTP server takes no {where}"
+    if form.command and (problem := address_problem(Address(command=tuple(form.command)))):
+        return "command", problem
+    if problem := address_problem(Address(headers=form.headers)):
+        return _header_field(form.headers), problem
+    if problem := _mcp_url_problem(form.url):
+        return "url", problem
+    if form.kind == RemoteServer.Kind.HTTP and not form.signing_secret:
+        return "signing_secret", "an HTTP server's requests are signed: give it a signing_secret"
+    return "", ""
+
+
+def _header_field(headers: Mapping[str, str]) -> str:
+    """The field of the first header :func:`headers_problem` refuses, by its dotted path
+    (``headers.Host``): the first one with which the headers before it become refused."""
+    items = list(headers.items())
+    for end in range(1, len(items) + 1):
+        if address_problem(Address(headers=dict(items[:end]))):
+            return f"headers.{items[end - 1][0]}"
+    return "headers"
+
+
+def _mcp_form_problem(form: ServerForm) -> tuple[str, str]:
     if bool(form.url) == bool(form.command):
-        return "an MCP server has a url or a command: one of them, not both"
+        where = "command" if form.command else "url"
+        return where, "an MCP server has a url or a command: one of them, not both"
     if form.signing_secret:
-        return "only HTTP servers' requests are signed: an MCP server takes no signing_secret"
-    return ""
+        message = "only HTTP servers' requests are signed: an MCP server takes no signing_secret"
+        return "signing_secret", message
+    return "", ""
 
 
 def _mcp_url_problem(url: str) -> str:
@@ -283,9 +315,9 @@ def remote_http_tool_register(*, server_pk: int, form: HttpToolForm, actor: Acto
         server = RemoteServer.objects.select_for_update().get(pk=server_pk)
         if server.kind != RemoteServer.Kind.HTTP:
             raise RemoteError("invalid_server", "HTTP tools belong to an HTTP server")
-        problem = rules.served_problem(served, server_name=server.name) or _urls_problem(form)
+        where, problem = _http_tool_problem(served, form, server_name=server.name)
         if problem:
-            raise RemoteError("invalid_tool", problem)
+            raise _field_refused("invalid_tool", where, problem)
         tool = server.tools.filter(remote_name=form.name).first()
         if tool is None or not _stored_without_urls(tool, served, form):
             urls = {"url": form.url, "reconcile_url": form.reconcile_url}
@@ -306,13 +338,24 @@ def _stored_without_urls(tool: RemoteTool, served: ServedTool, form: HttpToolFor
     return same_urls and tool.served_sha256 == rules.served_sha256(served)
 
 
-def _urls_problem(form: HttpToolForm) -> str:
-    for url in filter(None, (form.url, form.reconcile_url)):
+def _http_tool_problem(
+    served: ServedTool, form: HttpToolForm, *, server_name: str
+) -> tuple[str, str]:
+    """The first field of ``form`` that breaks a rule and why, or ``("", "")``."""
+    if problem := rules.served_name_problem(served, server_name=server_name):
+        return "name", problem
+    if problem := rules.served_schema_problem(served):
+        return "input_schema", problem
+    if not form.url:
+        return "url", "an HTTP tool needs a url"
+    for where in ("url", "reconcile_url"):
+        url = getattr(form, where)
         try:
-            address_check(Address(url=url))
+            if url:
+                address_check(Address(url=url))
         except RemoteUnavailable as exc:
-            return str(exc)
-    return "" if form.url else "an HTTP tool needs a url"
+            return where, str(exc)
+    return "", ""
 
 
 @dataclass(frozen=True)
@@ -361,28 +404,36 @@ def _served(tool: RemoteTool) -> ServedTool:
 
 
 def _review_check(tool: RemoteTool, review: Review) -> None:
-    properties = tool.input_schema.get("properties") or {}
-    problem = ""
-    if review.risk not in RISKS:
-        problem = f"risk must be one of {list(RISKS)}"
-    elif not 0 < review.timeout_ms <= MAX_TIMEOUT_MS:
-        problem = f"timeout_ms must be between 1 and {MAX_TIMEOUT_MS}"
-    elif review.approval not in RemoteTool.Approval.values:
-        problem = f"approval must be one of {RemoteTool.Approval.values}"
-    elif review.approval == RemoteTool.Approval.CONDITION:
-        problem = _condition_problem(review.approval_condition, properties)
-    elif review.approval_condition:
-        problem = "approval_condition goes only with approval 'condition'"
-    problem = problem or _names_problem("key_context", review.key_context)
-    problem = problem or _names_problem("key_arguments", review.key_arguments)
-    if not problem and not set(review.key_context) <= set(rules.KEY_CONTEXT_FIELDS):
-        problem = f"key_context fields are among {list(rules.KEY_CONTEXT_FIELDS)}"
-    if not problem and not set(review.key_arguments) <= set(properties):
-        problem = "key_arguments must name arguments the schema declares"
-    if not problem and review.risk != "read" and not review.key_arguments:
-        problem = "a side-effecting tool needs key_arguments naming the intent's arguments"
+    """Raises ``invalid_review`` naming the first field of ``review`` that breaks a rule."""
+    where, problem = _review_problem(tool, review)
     if problem:
-        raise RemoteError("invalid_review", problem)
+        raise _field_refused("invalid_review", where, problem)
+
+
+def _review_problem(tool: RemoteTool, review: Review) -> tuple[str, str]:
+    properties = tool.input_schema.get("properties") or {}
+    if review.risk not in RISKS:
+        return "risk", f"risk must be one of {list(RISKS)}"
+    if not 0 < review.timeout_ms <= MAX_TIMEOUT_MS:
+        return "timeout_ms", f"timeout_ms must be between 1 and {MAX_TIMEOUT_MS}"
+    if review.approval not in RemoteTool.Approval.values:
+        return "approval", f"approval must be one of {RemoteTool.Approval.values}"
+    if review.approval == RemoteTool.Approval.CONDITION:
+        if problem := _condition_problem(review.approval_condition, properties):
+            return "approval_condition", problem
+    elif review.approval_condition:
+        return "approval_condition", "approval_condition goes only with approval 'condition'"
+    for where in ("key_context", "key_arguments"):
+        if problem := _names_problem(where, getattr(review, where)):
+            return where, problem
+    if not set(review.key_context) <= set(rules.KEY_CONTEXT_FIELDS):
+        return "key_context", f"key_context fields are among {list(rules.KEY_CONTEXT_FIELDS)}"
+    if not set(review.key_arguments) <= set(properties):
+        return "key_arguments", "key_arguments must name arguments the schema declares"
+    if review.risk != "read" and not review.key_arguments:
+        message = "a side-effecting tool needs key_arguments naming the intent's arguments"
+        return "key_arguments", message
+    return "", ""
 
 
 def _names_problem(field: str, names: Sequence[object]) -> str:
