@@ -87,9 +87,17 @@ class ServerNameField(serializers.CharField):
 class ServerCreateSerializer(StrictSerializer):
     name = ServerNameField(max_length=30)
     kind = serializers.ChoiceField(choices=RemoteServer.Kind.choices)
-    url = OptionalUrl(max_length=500)
+    url = OptionalUrl(
+        max_length=500,
+        help_text="An MCP server's streamable HTTP URL (or give `command`). Leave it out for "
+        '`kind: "http"`: HTTP tools name their own URLs (`invalid_server` naming `url`).',
+    )
     command = serializers.ListField(
-        child=serializers.CharField(max_length=500), required=False, default=list, max_length=50
+        child=serializers.CharField(max_length=500),
+        required=False,
+        default=list,
+        max_length=50,
+        help_text="An MCP server's stdio command, where allowed (or give `url`); not for HTTP.",
     )
     headers = serializers.DictField(  # checked, not trimmed, by the service (invalid_server)
         child=serializers.CharField(max_length=2000, trim_whitespace=False),
