@@ -6,8 +6,8 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals.services import ApprovalDesk
-        from toolcalls.services.approvals import approval_desk_register
+        from toolcalls.services.desk import approval_desk_register
 
-        # The engine parks calls and revalidates approvals through this app's desk; it never
-        # imports the app.
+        # The engine parks calls, revalidates approvals and supersedes those of an ending
+        # operation through this app's desk; it never imports the app.
         approval_desk_register(ApprovalDesk())

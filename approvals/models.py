@@ -13,11 +13,11 @@ from django.utils import timezone
 from approvals.states import ApprovalState
 from toolcalls.ids import new_approval_id
 from toolcalls.models import Operation, Tenant, ToolCall
-from toolcalls.states import OPERATION_ACTIVE
 
-#: Approvals someone can still decide: PENDING, of an operation that has not ended. A PENDING one
-#: of an ended operation is *superseded* (derived, never stored: the row stays as it was asked).
-DECIDABLE = models.Q(state=ApprovalState.PENDING, operation__state__in=OPERATION_ACTIVE)
+#: Approvals someone can still decide: PENDING (past its expiry it shows EXPIRED until the sweep
+#: records it, :data:`EXPIRED_NOW`). When its operation ends, the engine records a PENDING one
+#: SUPERSEDED in the same transaction, so the state alone says it: no operation is read.
+DECIDABLE = models.Q(state=ApprovalState.PENDING)
 #: PENDING, but past its expiry or its operation's deadline (database time): expired, whether
 #: or not the sweep has recorded it yet (:attr:`ApprovalRequest.expired_now` as a condition).
 EXPIRED_NOW = models.Q(state=ApprovalState.PENDING) & (
@@ -30,13 +30,9 @@ SHOWN_STATE = Case(
     default=F("state"),
     output_field=models.CharField(),
 )
-#: :attr:`ApprovalRequest.superseded` beside :data:`SHOWN_STATE`, as a query expression for a
-#: list that reads no operations: shown PENDING (not :data:`EXPIRED_NOW`), of an ended operation.
+#: :attr:`ApprovalRequest.superseded` as a query expression: recorded SUPERSEDED.
 SUPERSEDED = ExpressionWrapper(
-    models.Q(state=ApprovalState.PENDING)
-    & ~models.Q(operation__state__in=OPERATION_ACTIVE)
-    & ~EXPIRED_NOW,
-    output_field=models.BooleanField(),
+    models.Q(state=ApprovalState.SUPERSEDED), output_field=models.BooleanField()
 )
 
 
@@ -175,11 +171,6 @@ class ApprovalRequest(models.Model):
 
     @property
     def superseded(self) -> bool:
-        """Shown PENDING (:attr:`shown_state`), but its operation ended: nothing is left to
-        decide (see :data:`DECIDABLE`). Past its expiry it is expired instead, as the sweep
-        will record it. Reads ``operation``: select it with the approval."""
-        return (
-            self.state == ApprovalState.PENDING
-            and self.operation.state not in OPERATION_ACTIVE
-            and not self.expired_now
-        )
+        """Recorded SUPERSEDED: its operation ended while it could still be decided (the step
+        that ended it recorded it, ``decided_at`` then), so nothing is left to decide."""
+        return self.state == ApprovalState.SUPERSEDED

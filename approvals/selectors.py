@@ -44,7 +44,7 @@ def approvals_visible(*, user: User) -> QuerySet[ApprovalRequest]:
 
 
 def _pending(user: User) -> QuerySet[ApprovalRequest]:
-    return approvals_visible(user=user).filter(DECIDABLE)  # superseded ones are not queued
+    return approvals_visible(user=user).filter(DECIDABLE)
 
 
 def approvals_pending_count(*, user: User) -> int:
@@ -178,15 +178,18 @@ class DecisionFilters:
 def approvals_decided(
     *, user: User, filters: DecisionFilters, cursor: str | None = None, size: int = PAGE_SIZE
 ) -> Page[ApprovalRequest]:
-    """One page of decided approvals of the user's tenants (approved, denied, expired), most
-    recent decision first, keyset-paginated on ``(decided_at, id)`` (index
-    ``approval_tenant_decided``). Each row carries ``operation_public_id`` and
-    ``decided_by_name`` (:func:`~toolcalls.selectors.principal_names`)."""
+    """One page of ended approvals of the user's tenants (approved, denied, expired,
+    superseded), most recent first, keyset-paginated on ``(decided_at, id)`` (index
+    ``approval_tenant_decided``): a superseded one at the time its operation ended. Each row
+    carries ``operation_public_id``, ``operation_state`` (for a superseded one, how its
+    operation ended) and ``decided_by_name`` (:func:`~toolcalls.selectors.principal_names`)."""
     rows = (
         approvals_visible(user=user)
         .exclude(state=ApprovalState.PENDING)
         .select_related("tenant")
-        .annotate(operation_public_id=F("operation__public_id"))
+        .annotate(
+            operation_public_id=F("operation__public_id"), operation_state=F("operation__state")
+        )
     )
     rows = principal_names(rows, decided_by_name="decided_by")
     if filters.state:

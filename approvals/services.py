@@ -1,4 +1,4 @@
-"""Approval requests: open (for the engine), decide, expire.
+"""Approval requests: open and supersede (for the engine), decide, expire.
 
 The engine owns every call transition (``toolcalls.services.approvals``); this app keeps the
 approval record, decides who may decide, and calls the engine once per decision. Locks follow
@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -28,7 +28,6 @@ from toolcalls.models import Operation, Tenant, ToolCall
 from toolcalls.registry import ToolError, ToolSpec
 from toolcalls.services.approvals import (
     ApprovalError,
-    ApprovalTerms,
     ArgumentsEdit,
     arguments_edit_check,
     arguments_edit_precondition,
@@ -36,6 +35,7 @@ from toolcalls.services.approvals import (
     call_expire,
     precondition_refusal,
 )
+from toolcalls.services.desk import ApprovalTerms
 from toolcalls.services.results import tool_context
 from toolcalls.services.transitions import row_transition
 from toolcalls.services.unit import Step, call_step
@@ -49,6 +49,7 @@ __all__ = [
     "approval_decide",
     "approvals_decide_each",
     "approvals_expire_due",
+    "approvals_supersede",
 ]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
@@ -106,6 +107,17 @@ _LOCKED_FOR: Compiled[ApprovalRequest] = Compiled(
     approval_pk=int,
     user_pk=int,
 )
+#: The PENDING approvals of operation ``operation_pk``, locked (themselves only), with the
+#: database's time (``db_now``) and their call's provider ID, in the order they were asked.
+_PENDING_OF: Compiled[ApprovalRequest] = Compiled(
+    lambda operation_pk: (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .annotate(db_now=Now(), provider_call_id=F("call__provider_call_id"))
+        .filter(operation_id=operation_pk, state=ApprovalState.PENDING)
+        .order_by("pk")
+    ),
+    operation_pk=int,
+)
 #: A row when user ``user_pk`` is a member of tenant ``tenant_pk``, none when not.
 _MEMBERSHIP: Compiled[int] = Compiled(
     lambda tenant_pk, user_pk: Tenant.members.through.objects.filter(
@@ -117,7 +129,8 @@ _MEMBERSHIP: Compiled[int] = Compiled(
 
 
 class ApprovalDesk:
-    """How the engine opens approvals and reads back what was approved (registered by
+    """How the engine opens approvals, reads back what was approved and has an ending
+    operation's approvals superseded (``toolcalls.services.desk``; registered by
     ``ApprovalsConfig.ready``)."""
 
     def open(
@@ -137,6 +150,9 @@ class ApprovalDesk:
             schema_version=approval.schema_version,
             policy_revision=approval.policy_revision,
         )
+
+    def supersede(self, step: Step, *, ended: str) -> None:
+        approvals_supersede(step, ended=ended)
 
 
 def approval_request_open(
@@ -177,6 +193,26 @@ def approval_request_open(
             "expires_at": rfc3339(approval.expires_at),
         },
     )
+
+
+def approvals_supersede(step: Step, *, ended: str) -> None:
+    """The step's operation ends in ``ended`` (a final state): each of its PENDING approvals is
+    recorded SUPERSEDED (locked after the operation, ``decided_at`` the database's time, no
+    one deciding), with its audit event, in the step that ends the operation. One already past
+    its expiry or the operation's deadline is left as it is: it expired first, and the sweep
+    (or a decision) records it EXPIRED, as for any other."""
+    for approval in _PENDING_OF.run(operation_pk=step.operation.pk):
+        approval.operation = step.operation
+        if _expired(approval):
+            continue
+        approval.decided_at = approval.db_now  # type: ignore[attr-defined]
+        step.change(approval, "decided_at")
+        details = {
+            "provider_call_id": approval.provider_call_id,  # type: ignore[attr-defined]
+            "tool": approval.tool_name,
+            "operation_state": ended,
+        }
+        _transition(step, approval, ApprovalState.SUPERSEDED, ENGINE, details)
 
 
 def _expiry(now: datetime, operation: Operation) -> datetime:
@@ -223,7 +259,8 @@ def decision_refusal(
     to the approval's tenant when that was read with it, else it is asked now; ``now``, the
     time its expiry is judged by (the database's where the caller read it; this server's
     clock by default). An approval that expired is ``expired`` whether the expiry is recorded
-    yet or not; ``already_decided`` is an approval a person decided."""
+    yet or not; ``superseded``, one recorded SUPERSEDED (its operation ended first);
+    ``already_decided`` is an approval a person decided."""
     if not user.has_perm(DECIDE_PERMISSION):
         return ApprovalError("not_permitted", "You can read approvals but not decide them.")
     if member is None:
@@ -235,13 +272,13 @@ def decision_refusal(
         and (now or timezone.now()) >= approval.decidable_until
     ):
         return _expired_refusal(approval)
-    if approval.state != ApprovalState.PENDING:
-        message = f"This approval is already {approval.state}; it can no longer be decided."
-        return ApprovalError("already_decided", message)
-    if approval.superseded:
+    if approval.state == ApprovalState.SUPERSEDED:
         state = approval.operation.state
         message = f"Superseded: the operation already ended ({state}); nothing is left to decide."
         return ApprovalError("superseded", message)
+    if approval.state != ApprovalState.PENDING:
+        message = f"This approval is already {approval.state}; it can no longer be decided."
+        return ApprovalError("already_decided", message)
     own = own_by(
         requested_by_id=approval.requested_by_id,
         started_by_id=approval.operation.started_by_id,
@@ -293,8 +330,8 @@ def approval_decide(
     past ``expires_at`` (database time) is marked EXPIRED and the call gets an
     ``APPROVAL_EXPIRED`` result; ``ApprovalError("expired")`` is raised after that commits, and
     for an approval recorded EXPIRED before (by the sweep or such a decision) as well. An
-    approval whose operation already ended is ``superseded``. On approve, the engine resumes the
-    call after commit.
+    approval recorded SUPERSEDED (its operation ended first) is ``superseded``. On approve, the
+    engine resumes the call after commit.
     """
     if approve:
         call_pk = _approve_precheck(approval_pk, actor, arguments)
@@ -520,7 +557,8 @@ def _expire(step: Step, approval: ApprovalRequest, *, actor: Actor) -> None:
 
 def approvals_expire_due() -> int:
     """Expire every PENDING approval past ``expires_at`` or its operation's deadline (database
-    time); returns how many."""
+    time); returns how many. Only PENDING ones: a decided or superseded approval keeps its
+    state."""
     due = ApprovalRequest.objects.filter(
         Q(expires_at__lte=Now()) | Q(operation__deadline_at__lte=Now()),
         state=ApprovalState.PENDING,

@@ -71,8 +71,8 @@ def _mine(request: AuthenticatedHttpRequest, page: Page[ApprovalRequest]) -> dic
 
 def _pickable(page: Page[ApprovalRequest], mine: dict[str, str], now: datetime) -> set[str]:
     """Public IDs of the queue rows a user who may decide can tick for a bulk decision: those
-    neither theirs (``mine``) nor past their expiry at ``now``. The queue holds only pending,
-    unsuperseded approvals of the user's tenants; the bulk decision checks each again."""
+    neither theirs (``mine``) nor past their expiry at ``now``. The queue holds only pending
+    approvals of the user's tenants; the bulk decision checks each again."""
     return {a.public_id for a in page.rows if a.public_id not in mine and a.expires_at > now}
 
 
@@ -122,7 +122,7 @@ def decisions(request: AuthenticatedHttpRequest) -> HttpResponse:
 def _preview(approval: ApprovalRequest) -> dict[str, Any] | None:
     """The tool's dry run (``selectors.approval_preview``) while the approval can still be
     decided; ``None`` once it is decided, expired or superseded (nothing would run)."""
-    if approval.state != ApprovalState.PENDING or approval.expired_now or approval.superseded:
+    if approval.state != ApprovalState.PENDING or approval.expired_now:
         return None
     return selectors.approval_preview(approval=approval)
 

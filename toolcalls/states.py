@@ -100,6 +100,12 @@ OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
 
 OPERATION_TERMINAL = frozenset(s for s, targets in OPERATION_TRANSITIONS.items() if not targets)
 OPERATION_ACTIVE = frozenset(_NON_TERMINAL)
+#: The states in which a call of the operation may be waiting for a person (its approval
+#: PENDING): while its call set is validated, run or parked, or escalated from one of those. In
+#: the others (PENDING, MODEL_REQUESTED, RESULTS_READY) every call has its result, since a set is
+#: settled before the next model request: an operation ending from them (COMPLETED, REFUSED and
+#: INCOMPLETE always do, from MODEL_REQUESTED) has no approval left to supersede.
+OPERATION_MAY_WAIT = frozenset({Op.VALIDATING, Op.EXECUTING, Op.WAITING_APPROVAL, Op.ESCALATED})
 
 C = CallState
 CALL_TRANSITIONS: dict[str, frozenset[str]] = {

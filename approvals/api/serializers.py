@@ -25,7 +25,8 @@ class ApprovalSerializer(NullForBlank):
         source="state_shown",
         read_only=True,
         help_text="EXPIRED as soon as it is past expires_at or its operation's deadline, before "
-        "the expiry sweep records it (decided_at is null until then).",
+        "the expiry sweep records it (decided_at is null until then). SUPERSEDED: its operation "
+        "ended while it could still be decided (decided_at is when; decided_by is null).",
     )
     operation = serializers.CharField(source="operation_public_id")
     call = serializers.CharField(
@@ -50,7 +51,8 @@ class ApprovalSerializer(NullForBlank):
     superseded = serializers.BooleanField(
         source="is_superseded",
         read_only=True,
-        help_text="Shown PENDING, but its operation ended: it can no longer be decided.",
+        help_text="Whether state is SUPERSEDED: its operation ended while it could still be "
+        "decided, so it can no longer be.",
     )
 
     class Meta:

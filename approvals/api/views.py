@@ -44,9 +44,9 @@ class InRequestOrder(ApiCursor):
 
 
 #: What the list's ``state`` filter reads for the states not simply recorded: PENDING is what
-#: can still be decided (a superseded approval, its operation ended, is read by ID, with
-#: ``superseded: true``); EXPIRED includes the PENDING ones past their expiry the sweep has not
-#: recorded yet, shown EXPIRED (:data:`~approvals.models.SHOWN_STATE`).
+#: can still be decided; EXPIRED includes the PENDING ones past their expiry the sweep has not
+#: recorded yet, shown EXPIRED (:data:`~approvals.models.SHOWN_STATE`). SUPERSEDED, like the
+#: others, is the recorded state.
 _SHOWN: dict[str, Q] = {
     ApprovalState.PENDING: DECIDABLE & ~EXPIRED_NOW,
     ApprovalState.EXPIRED: Q(state=ApprovalState.EXPIRED) | EXPIRED_NOW,

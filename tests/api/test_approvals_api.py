@@ -393,10 +393,15 @@ def test_an_approval_of_a_cancelled_operation_is_superseded(
     assert post(requester, f"/operations/{operation_id}/cancel", {"reason": "x"}).status_code == 200
     error_of(_decide(operator, approval["id"], decision="approve"), 409, "superseded")
     assert not LedgerEntry.objects.exists()
-    # Not in the pending list (as in the console); read by ID it says why.
+    # Not in the pending list (as in the console); read by ID or listed by its state, it says
+    # so, with when its operation ended and no one deciding.
     assert get(operator, "/approvals").json()["results"] == []
     read = get(operator, f"/approvals/{approval['id']}").json()
-    assert (read["state"], read["superseded"]) == (ApprovalState.PENDING, True)
+    assert (read["state"], read["superseded"]) == (ApprovalState.SUPERSEDED, True)
+    assert read["decided_at"] is not None and read["decided_by"] is None
+    listed = get(operator, "/approvals", {"state": "SUPERSEDED"}).json()["results"]
+    assert [a["id"] for a in listed] == [approval["id"]]
+    assert listed[0] == read
 
 
 def test_four_eyes_the_requesting_key_cannot_decide(

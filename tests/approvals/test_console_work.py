@@ -19,7 +19,9 @@ from approvals.services import ApprovalError, approval_decide
 from tests import replies as r
 from tests.engine import bundled_replies, operator, start
 from tests.factories import ApprovalRequestFactory, TenantFactory
+from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry, RefundDraft
+from toolcalls.services.operations import operation_cancel
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -229,9 +231,7 @@ def test_an_edit_is_validated_like_a_proposal(parked) -> None:
 
 
 def test_a_superseded_approval_cannot_be_decided(demo, parked) -> None:
-    from toolcalls.models import Operation
-
-    Operation.objects.filter(pk=parked.pk).update(state=S.CANCELLED)
+    operation_cancel(operation_pk=parked.pk, actor=Actor.user(operator()), reason="moot")
     approval = parked.approvals.get()
     with pytest.raises(ApprovalError) as exc:
         approval_decide(approval_pk=approval.pk, actor=operator(), approve=True)

@@ -1,9 +1,10 @@
 """The engine's side of human decisions: park a call, apply a decision, expire, resume.
 
 Every call transition a decision causes happens here. The approvals app keeps the approval
-record; the engine reaches it only through the :class:`ApprovalDesk` that app registers at
-start-up (``open`` a request for a parked call; read back the ``terms`` that were approved),
-so the engine imports nothing of it and the app calls the engine once per decision.
+record; the engine reaches it only through the desk that app registers at start-up
+(:mod:`toolcalls.services.desk`: ``open`` a request for a parked call; read back the ``terms``
+that were approved), so the engine imports nothing of it and the app calls the engine once per
+decision.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -25,6 +25,7 @@ from toolcalls.envelopes import ErrorCode, error
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolError, ToolSpec
+from toolcalls.services.desk import approval_desk
 from toolcalls.services.enqueue import enqueue_resume
 from toolcalls.services.execution import call_execute
 from toolcalls.services.results import call_finish, tool_context
@@ -47,47 +48,6 @@ def _arguments_refused(message: str) -> ApprovalError:
 
 
 @dataclass(frozen=True)
-class ApprovalTerms:
-    """What a human approved, as the approval record holds it now (read under its lock).
-
-    ``approved``: the record is APPROVED with a decision time; times are aware datetimes.
-    """
-
-    approved: bool
-    decided_at: datetime | None
-    expires_at: datetime
-    arguments_sha256: str
-    schema_version: str
-    policy_revision: str
-
-
-class ApprovalDesk(Protocol):
-    """The approvals app, as the engine sees it (registered by its ``AppConfig.ready``)."""
-
-    def open(
-        self, step: Step, call: ToolCall, *, spec: ToolSpec, canonical_arguments: str, reason: str
-    ) -> None:
-        """Record a request for a human decision on ``call``, which just became
-        WAITING_APPROVAL, inside ``step`` (operation and call locked)."""
-
-    def terms(self, call: ToolCall) -> ApprovalTerms:
-        """Lock the approval of ``call`` and return what it says now."""
-
-
-_desks: list[ApprovalDesk] = []
-
-
-def approval_desk_register(desk: ApprovalDesk) -> None:
-    """Register the app that records approvals (one per process)."""
-    _desks[:] = [desk]
-
-
-def _desk() -> ApprovalDesk:
-    assert _desks, "the approvals app registers its desk at start-up"
-    return _desks[0]
-
-
-@dataclass(frozen=True)
 class ArgumentsEdit:
     """An operator's replacement arguments after the validation chain: ``value`` (canonical
     form decoded), ``canonical`` text, ``sha256``, the tool's ``spec`` and the policy's reason
@@ -106,7 +66,8 @@ def call_park(
     """Park ``call`` for a human (WAITING_APPROVAL) and have an approval opened for it."""
     details = {"reason": reason}
     call_transition(step, call, to_state=CallState.WAITING_APPROVAL, actor=ENGINE, details=details)
-    _desk().open(step, call, spec=spec, canonical_arguments=canonical_arguments, reason=reason)
+    desk = approval_desk()
+    desk.open(step, call, spec=spec, canonical_arguments=canonical_arguments, reason=reason)
 
 
 def arguments_edit_check(
@@ -266,7 +227,7 @@ _RESUMED: Compiled[ToolCall] = Compiled(_resumed, call_pk=int)
 def _still_approved(
     operation: Operation, call: ToolCall, *, problem: tuple[str, str] | None
 ) -> tuple[str, str] | None:
-    terms = _desk().terms(call)
+    terms = approval_desk().terms(call)
     stale = ErrorCode.APPROVAL_STALE
     if not terms.approved or terms.decided_at is None:
         return stale, "The approval for this call is no longer valid; it did not run."

@@ -15,9 +15,11 @@ from django.db import connection, models
 from toolcalls.actors import Actor
 from toolcalls.errors import CallgateError
 from toolcalls.models import Operation, ToolCall
+from toolcalls.services.desk import approval_desk
 from toolcalls.services.unit import Step
 from toolcalls.states import (
     CALL_TRANSITIONS,
+    OPERATION_MAY_WAIT,
     OPERATION_TERMINAL,
     OPERATION_TRANSITIONS,
     AuditKind,
@@ -65,7 +67,9 @@ def operation_transition(
 ) -> None:
     """Move the step's operation to ``to_state``; raises ``IllegalTransition`` if the table
     forbids it. ``reason`` (for ESCALATED and failure states) is stored as ``terminal_reason``,
-    and cleared when an escalated operation resumes (the audit trail keeps it)."""
+    and cleared when an escalated operation resumes (the audit trail keeps it). Ending it (a
+    final state) from a state where a call may wait for a person (``OPERATION_MAY_WAIT``) has
+    the approvals desk supersede its pending approvals in the step."""
     operation = step.operation
     from_state = operation.state
     check_transition(OPERATION_TRANSITIONS, "operation", from_state, to_state)
@@ -83,6 +87,9 @@ def operation_transition(
         details=info,
     )
     _log(operation=operation, call=None, from_state=from_state, to_state=to_state, details=info)
+    if to_state in OPERATION_TERMINAL and from_state in OPERATION_MAY_WAIT:
+        # In the same transaction: an approval is never decidable after its operation ended.
+        approval_desk().supersede(step, ended=to_state)
 
 
 def call_transition(
