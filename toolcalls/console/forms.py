@@ -63,9 +63,7 @@ class ForkForm(forms.Form):
 
 
 class StopForm(forms.Form):
-    reason = forms.CharField(
-        max_length=REASON_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
-    )
+    reason = forms.CharField(max_length=REASON_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class ResolveForm(forms.Form):
