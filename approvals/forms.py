@@ -9,9 +9,11 @@ from typing import Any
 from django import forms
 
 from approvals.selectors import DecisionFilters, QueueFilters
+from approvals.services import REASON_REQUIRED
 from approvals.states import ApprovalState
 from toolcalls.console.forms import FilterForm
 from toolcalls.registry import RISKS
+from toolcalls.text import visible
 from toolcalls.typed_json import typed_json
 
 #: How much of an error on the edited arguments the decide page shows: a message quoting a
@@ -179,8 +181,9 @@ _ONE_DECISION = "Choose one decision: approve or deny."
 class BulkDecisionForm(forms.Form):
     """Approve or deny the approvals ticked in the queue (public IDs), with one reason. Refused
     (``is_valid`` false, each error saying why) with nothing ticked, over :data:`MAX_BULK`
-    ticked, or with a decision missing, unknown or sent more than once (``approve`` and
-    ``deny`` together would otherwise be read as the last one sent)."""
+    ticked, with a decision missing, unknown or sent more than once (``approve`` and ``deny``
+    together would otherwise be read as the last one sent), or a denial without a reason
+    (each approval would refuse it: :data:`~approvals.services.REASON_REQUIRED`)."""
 
     approval = forms.MultipleChoiceField(
         required=True, error_messages={"required": "Tick at least one approval."}
@@ -209,6 +212,12 @@ class BulkDecisionForm(forms.Form):
         if len(self._sent("decision")) > 1:
             raise forms.ValidationError(_ONE_DECISION)
         return value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        if cleaned.get("decision") == "deny" and not visible(cleaned.get("reason", "")):
+            self.add_error("reason", REASON_REQUIRED)
+        return cleaned
 
     def ticked(self) -> list[str]:
         """The public IDs sent ticked, valid or not (to show them ticked again)."""

@@ -309,6 +309,10 @@ def _unrecorded_expiry(approval: ApprovalRequest, refusal: ApprovalError) -> boo
     return refusal.code == "expired" and approval.state == ApprovalState.PENDING
 
 
+#: Why a denial without a visible character in its reason is refused (``reason_required``).
+REASON_REQUIRED = "A denial needs a reason for the model."
+
+
 def approval_decide(
     *,
     approval_pk: int,
@@ -434,7 +438,7 @@ def _decide(
     if approve and arguments is not None:
         edit = _edit(step, approval, actor, who, arguments)
     if not approve and not visible(reason):
-        raise ApprovalError("reason_required", "A denial needs a reason for the model.")
+        raise ApprovalError("reason_required", REASON_REQUIRED)
     state = ApprovalState.APPROVED if approve else ApprovalState.DENIED
     _record(step, approval, actor, who, state, reason)
     call_decide(

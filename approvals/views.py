@@ -159,6 +159,9 @@ def _approve_blocked(approval: ApprovalRequest) -> str | None:
 #: Refusals the decide page shows with what the operator typed kept: someone or something else
 #: settled the approval first, or the tool's precondition refuses the call now.
 _KEPT = frozenset({"already_decided", "superseded", "expired", "precondition_failed"})
+#: The status of a decision the page refuses, by refusal code: the user may not decide it
+#: (403), or it can no longer be decided as sent (409); a form to correct is 200.
+_REFUSED_STATUS = {"not_permitted": 403, "self_approval": 403}
 
 
 @login_required
@@ -174,12 +177,13 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         decision=decision,
         arguments=_pretty(approval.canonical_arguments),
     )
-    blocker = _blocker(request, approval)
+    blocker = decision_refusal(approval=approval, user=request.user)
     if not posted and (blocker or (decision == "approve" and _approve_blocked(approval))):
         return redirect("approvals:detail", public_id=public_id)  # the detail page says why
+    refused = blocker
     if blocker:
         form.is_valid()
-        form.add_error(None, f"Not recorded: {blocker}")
+        form.add_error(None, f"Not recorded: {blocker.message}")
     elif posted and form.is_valid():
         try:
             return _decided(request, approval, decision, form)
@@ -190,6 +194,7 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
                 form.add_error("reason", exc.message)
             elif exc.code in _KEPT:
                 form.add_error(None, f"Not recorded: {exc.message}")
+                refused = exc
             else:
                 raise  # shown on the approval page by refusals_shown
     context = {
@@ -199,7 +204,8 @@ def decide(request: AuthenticatedHttpRequest, public_id: str, decision: str) -> 
         "arguments_pretty": _pretty(approval.canonical_arguments),
         "queue_query": request.GET.urlencode(),
     }
-    return render(request, "approvals/decide.html", context)
+    status = _REFUSED_STATUS.get(refused.code, 409) if refused else 200
+    return render(request, "approvals/decide.html", context, status=status)
 
 
 def _decided(

@@ -1,5 +1,6 @@
-"""A bulk decision the form refuses decides nothing and says why: nothing ticked, or approve
-and deny sent together (once read as the last one sent). The queue comes back with its filters,
+"""A bulk decision the form refuses decides nothing and says why: nothing ticked, approve and
+deny sent together (once read as the last one sent), or a denial without a reason (each
+approval refused it on its own, and the ticks were gone). The queue comes back with its filters,
 the ticks and the reason typed."""
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def test_approve_and_deny_together_decide_nothing(demo: Any) -> None:
     for public_id in ticked:
         assert f'aria-label="Select {public_id}" checked>' in page
     assert ">typed</textarea>" in page
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "\u200b"])
+def test_a_denial_without_a_reason_decides_nothing_and_keeps_the_ticks(
+    demo: Any, reason: str
+) -> None:
+    approvals = [pending_approval(demo.tenant) for _ in range(2)]
+    ticked = [a.public_id for a in approvals]
+    page = _post({"approval": ticked, "decision": "deny", "reason": reason})
+    assert "Nothing was decided: A denial needs a reason for the model." in page
+    assert _all_pending()
+    for public_id in ticked:
+        assert f'aria-label="Select {public_id}" checked>' in page
+    assert '<option value="irreversible" selected>' in page
 
 
 def test_nothing_ticked_keeps_the_filters_and_the_reason(demo: Any) -> None:

@@ -18,11 +18,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 NOT_FOUND = "No such approval in your tenants."
 
 
-def _report(ticked: list[str], decision: str = "approve") -> list[str]:
+def _report(ticked: list[str], decision: str = "approve", reason: str = "") -> list[str]:
     """The rows of the bulk decision's report, as text without tags, one per row."""
     client = Client()
     assert client.login(username="operator", password="operator-demo-pass")
-    response = client.post(reverse("approvals:bulk"), {"approval": ticked, "decision": decision})
+    data = {"approval": ticked, "decision": decision, "reason": reason}
+    response = client.post(reverse("approvals:bulk"), data)
     assert response.status_code == 200
     body = response.content.decode().split("<tbody>")[1].split("</tbody>")[0]
     return [" ".join(row.split()) for row in body.split("<tr>")[1:]]
@@ -48,7 +49,8 @@ def test_every_ticked_id_has_a_line_the_unknown_ones_not_in_your_tenants(demo: D
 
 def test_another_tenants_approval_reads_as_an_unknown_one(demo: DemoSeed) -> None:
     elsewhere = ApprovalRequestFactory.create()
-    rows = _report([elsewhere.public_id, "apr_nope", "apr_nope", "apr_\u0000"], decision="deny")
+    ticked = [elsewhere.public_id, "apr_nope", "apr_nope", "apr_\u0000"]
+    rows = _report(ticked, decision="deny", reason="Not in our books.")
     assert len(rows) == 3  # each ID once; one no database could hold shown as it can be
     [other, unknown, unstorable] = rows
     assert other.replace(elsewhere.public_id, "apr_nope") == unknown

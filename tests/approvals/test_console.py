@@ -109,10 +109,22 @@ def test_requester_is_shown_why_they_cannot_decide(parked) -> None:
     assert "another operator must decide" in detail
     assert "Approve…" not in detail
     response = _post(client, reverse("approvals:decide", args=[approval.public_id, "approve"]), {})
-    assert response.status_code == 200
+    assert response.status_code == 403  # the page says why; a client reads the status
     assert "Not recorded: You requested this call" in response.content.decode()
     approval.refresh_from_db()
     assert approval.state == ApprovalState.PENDING
+
+
+def test_a_decision_sent_after_another_is_409_with_what_was_typed_kept(parked) -> None:
+    client = _client("operator", "operator-demo-pass")
+    approval = parked.approvals.get()
+    url = reverse("approvals:decide", args=[approval.public_id, "deny"])
+    assert _post(client, url, {"reason": "Photo first."}).status_code == 302
+    response = _post(client, url, {"reason": "Second thoughts."})
+    assert response.status_code == 409
+    page = response.content.decode()
+    assert "Not recorded: This approval is already DENIED" in page
+    assert "Second thoughts.</textarea>" in page
 
 
 def test_other_tenants_data_is_not_found(parked) -> None:
