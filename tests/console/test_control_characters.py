@@ -6,6 +6,7 @@ text is escaped before the markers go in. Form fields keep the exact value."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -73,6 +74,22 @@ def test_the_text_is_escaped_before_the_markers_go_in() -> None:
     assert str(visible("plain")) == "<bdi>plain</bdi>"
     assert str(visible(None)) == "<bdi></bdi>"
     assert str(visible(1999)) == "<bdi>1999</bdi>"
+
+
+def test_the_decisions_history_shows_a_denial_reason_as_written(demo: Any) -> None:
+    operator = get_user_model().objects.get(username="operator")
+    ApprovalRequestFactory.create(
+        call__turn__operation=_operation(demo, subject_ref=EVIL_REF, state="COMPLETED"),
+        state="DENIED",
+        decided_by=operator,
+        decided_at=datetime.now(UTC),
+        decision_reason=DENIAL,
+        summary=[["customer_id", EVIL_REF], ["order_id", "ORD-1001"]],
+    )
+    page = _get("support", "/console/approvals/decided/")
+    assert DENIAL_SHOWN in page
+    assert EVIL_REF_SHOWN in page
+    _no_raw_controls(page)
 
 
 def test_the_queue_and_the_decide_page_show_the_summary_as_written(demo: Any) -> None:
