@@ -57,7 +57,7 @@ def test_operator_sees_queue_and_detail_with_canonical_arguments(parked) -> None
     )
     assert "&quot;draft_id&quot;: &quot;RD-ORD-1001-1&quot;" in detail
     exact = escape(approval.canonical_arguments)  # the bytes the digest covers, verbatim
-    assert f'<pre data-testid="canonical-arguments">{exact}</pre>' in detail
+    assert f'<pre data-testid="canonical-arguments"><bdi>{exact}</bdi></pre>' in detail
     assert "amount_cents 4999 cents is above the approval threshold" in detail
     assert "prepare a refund draft of $49.99" in detail  # what the model said before
 

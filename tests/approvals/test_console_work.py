@@ -144,8 +144,8 @@ def test_diff_against_an_earlier_proposal_in_the_same_operation(demo) -> None:
     assert 'data-testid="diff"' in text
     assert (
         "<code>amount_cents</code>" in text
-        and "<code>99999</code>" in text
-        and "<code>4999</code>" in text
+        and "<code><bdi>99999</bdi></code>" in text
+        and "<code><bdi>4999</bdi></code>" in text
     )
 
 

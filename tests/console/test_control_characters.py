@@ -5,6 +5,7 @@ text is escaped before the markers go in. Form fields keep the exact value."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -89,6 +90,25 @@ def test_the_decisions_history_shows_a_denial_reason_as_written(demo: Any) -> No
     page = _get("support", "/console/approvals/decided/")
     assert DENIAL_SHOWN in page
     assert EVIL_REF_SHOWN in page
+    _no_raw_controls(page)
+
+
+def test_the_approval_page_shows_refs_input_and_arguments_as_written(demo: Any) -> None:
+    operation = _operation(demo, subject_ref=EVIL_REF, input_text=INPUT, state="WAITING_APPROVAL")
+    arguments = {"amount_cents": 4999, "customer_id": EVIL_REF, "order_id": "ORD-1001"}
+    approval = ApprovalRequestFactory.create(
+        call__turn__operation=operation,
+        call__arguments=arguments,
+        summary=[["customer_id", EVIL_REF], ["order_id", "ORD-1001"]],
+        canonical_arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
+    )
+    page = _get("operator", f"/console/approvals/{approval.public_id}/")
+    assert f"<code>{EVIL_REF_SHOWN}</code> (acme)" in page
+    assert INPUT_SHOWN in page
+    canonical = (
+        f"<bdi>{{&quot;amount_cents&quot;:4999,&quot;customer_id&quot;:&quot;cus_{RLO_SHOWN}evil"
+    )
+    assert f'<pre data-testid="canonical-arguments">{canonical}&quot;,' in page
     _no_raw_controls(page)
 
 
