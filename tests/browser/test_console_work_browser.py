@@ -131,7 +131,10 @@ def test_a_draft_paid_by_another_request_cannot_be_approved(page: Page, demo: An
     check(page, "approval-repeated")
 
 
-def test_a_stale_decision_says_so_and_keeps_the_reason(page: Page, demo: Any) -> None:
+def test_a_stale_decision_says_so_and_keeps_the_reason(
+    page: Page, demo: Any, expected_errors: set[int]
+) -> None:
+    expected_errors.add(409)  # the refused decision's page answers 409
     approval = start(demo, bundled_replies("refund_approve")).approvals.get()
     log_in(page, "operator")
     page.goto(f"/console/approvals/{approval.public_id}/deny/")

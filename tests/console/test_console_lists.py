@@ -262,7 +262,7 @@ def test_a_stale_post_keeps_the_reason_and_says_why(demo) -> None:
         {"reason": "Customer withdrew."},
     )
     text = response.content.decode()
-    assert response.status_code == 200 and "already APPROVED" in text
+    assert response.status_code == 409 and "already APPROVED" in text
     assert "Customer withdrew.</textarea>" in text
 
 
