@@ -80,9 +80,32 @@ def test_needs_resolution_names_the_call_then_resolving_it_lets_the_operation_go
     assert recorded["to_state"] == CallState.FAILED
     assert recorded["details"]["resolution"] == "not_applied"
     assert recorded["details"]["note"] == "no payment in the ledger"
-    # The operation ended: there is nothing left to resolve or extend.
-    error_of(post(client, _resolve_url(operation, lost_call), body), 409, "already_ended")
+    # The call is settled and the operation ended: nothing is left to resolve or extend.
+    error_of(post(client, _resolve_url(operation, lost_call), body), 409, "not_unknown_outcome")
     error_of(post(client, f"/operations/{operation['id']}/extend", {}), 409, "already_ended")
+
+
+@pytest.mark.parametrize(
+    ("resolution", "key"),
+    [
+        ("not_applied", None),
+        ("applied", IdempotencyRecord.State.DONE),
+        ("unknown", IdempotencyRecord.State.IN_FLIGHT),
+    ],
+)
+def test_a_lost_call_of_an_operation_stopped_meanwhile_is_still_settled(
+    client: APIClient, lost: ScriptedHttp, resolution: str, key: Any
+) -> None:
+    """Its key was held for ever: the same intent, asked again, could never run."""
+    operation, lost_call = _escalated(client)
+    stopped = post(client, f"/operations/{operation['id']}/stop", {"reason": "By phone."})
+    assert stopped.status_code == 200, stopped.content
+    resolved = post(client, _resolve_url(operation, lost_call), {"resolution": resolution})
+    assert resolved.status_code == 200, resolved.content
+    assert resolved.json()["state"] == S.STOPPED  # it stays as it ended
+    record = IdempotencyRecord.objects.filter(call__public_id=lost_call["id"]).first()
+    assert (record.state if record else None) == key
+    assert len(lost.requests) == 1  # nothing was sent again
 
 
 @pytest.mark.parametrize(
@@ -154,16 +177,17 @@ def test_a_call_whose_outcome_is_not_unknown_is_409_not_unknown_outcome(
     assert get(client, f"/operations/{operation['id']}").json()["state"] == S.WAITING_APPROVAL
 
 
-def test_a_stopped_operations_lost_call_is_409_already_ended(
+def test_a_stopped_operations_lost_call_takes_only_a_resolution(
     client: APIClient, lost: ScriptedHttp
 ) -> None:
     operation, lost_call = _escalated(client)
     stopped = post(client, f"/operations/{operation['id']}/stop", {"reason": "by phone"})
     assert stopped.status_code == 200, stopped.content
     url = _resolve_url(operation, lost_call)
-    for body in [{"resolution": "applied"}, {}, {"resolution": "done"}]:  # whatever the body
-        error = error_of(post(client, url, body), 409, "already_ended")
-        assert error["message"] == "the operation already ended (STOPPED)"
+    for body in [{}, {"resolution": "done"}]:
+        assert list(fields_of(error_of(post(client, url, body), 400, "invalid_request"))) == [
+            "resolution"
+        ]
     assert ToolCall.objects.get(public_id=lost_call["id"]).state == CallState.UNKNOWN_OUTCOME
     unknown = f"/operations/{operation['id']}/calls/tc_nosuchcall/resolve"
     error_of(post(client, unknown, {"resolution": "applied"}), 404, "not_found")
@@ -182,4 +206,4 @@ def test_resolving_needs_operations_write_and_a_retry_gets_the_first_answer(
     again = post(client, url, {"resolution": "applied"}, idempotency_key="resolve-1")
     assert (again.status_code, again["Idempotent-Replayed"]) == (200, "true")
     assert again.json() == first.json()
-    error_of(post(client, url, {"resolution": "applied"}), 409, "already_ended")
+    error_of(post(client, url, {"resolution": "applied"}), 409, "not_unknown_outcome")

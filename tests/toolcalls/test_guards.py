@@ -260,8 +260,9 @@ def test_a_human_resolves_an_unknown_outcome(
         assert (call.state, call.error_code) == (state, code)
         record = IdempotencyRecord.objects.filter(call=call).first()
         assert (record.state if record else None) == key_state
-        with pytest.raises(OperationEnded):  # the operation went on and completed
+        with pytest.raises(EscalationError) as settled:  # nothing is left to record
             call_resolve(call_pk=call.pk, actor=Actor.system("test"), resolution=resolution)
+        assert settled.value.code == "not_unknown_outcome"
     finally:
         release.set()
 

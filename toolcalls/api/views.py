@@ -220,8 +220,8 @@ class ApiView(StrictView):
 
     def live_operation(self, public_id: str) -> Operation:
         """:meth:`operation`, refused ``409 already_ended`` once it has ended: what an action
-        (cancel, extend, stop, resolve) answers then whatever its body says, so it is checked
-        before the body is read. The service checks it again under the row lock."""
+        (cancel, extend, stop) answers then whatever its body says, so it is checked before the
+        body is read. The service checks it again under the row lock."""
         operation = self.operation(public_id)
         operation_refuse_ended(operation)
         return operation
@@ -733,7 +733,8 @@ class OperationStopView(ApiView):
 class OperationCallResolveView(ApiView):
     """Record the outcome of a call whose side effect was lost (its state UNKNOWN_OUTCOME, the
     operation ESCALATED with ``UNKNOWN_OUTCOME``), as the console's operation page does: the
-    call set then goes on and the operation resumes."""
+    call set then goes on and the operation resumes. Of an operation that ended meanwhile
+    (stopped while it waited), only the call and its idempotency key are settled."""
 
     scopes = {"POST": (WRITE,)}
 
@@ -748,8 +749,8 @@ class OperationCallResolveView(ApiView):
             ),
             409: OpenApiResponse(
                 ErrorSerializer,
-                f"{_ENDED} `not_unknown_outcome`: the call's outcome is not unknown (it is still "
-                f"running, or it was settled); the message names its state. {KEY_CONFLICT}",
+                "`not_unknown_outcome`: the call's outcome is not unknown (it is still running, "
+                f"or it was settled); the message names its state. {KEY_CONFLICT}",
             ),
             **ERRORS,
         },
@@ -760,7 +761,6 @@ class OperationCallResolveView(ApiView):
     def post(self, request: Request, public_id: str, call_id: str) -> Response:
         operation = self.operation(public_id)
         call = get_object_or_404(operation.calls, public_id=call_id)
-        operation_refuse_ended(operation)  # whatever the body says, as live_operation
         body = self.validated(ResolveSerializer)
         call_resolve(
             call_pk=call.pk,

@@ -19,7 +19,7 @@ from toolcalls.services.enqueue import enqueue_execute
 from toolcalls.services.escalations import EscalationError, operation_escalate
 from toolcalls.services.idempotency import key_settle
 from toolcalls.services.results import call_finish, success_envelope, tool_context
-from toolcalls.services.transitions import call_transition, operation_refuse_ended
+from toolcalls.services.transitions import call_transition
 from toolcalls.services.unit import Step, call_step
 from toolcalls.states import CallState, OperationState
 
@@ -90,16 +90,16 @@ def call_resolve(*, call_pk: int, actor: Actor, resolution: str, note: str = "")
     """A human settles an unknown outcome: ``applied`` (it happened; the intent's answer),
     ``not_applied`` (it did not; the key is released so it may be tried again) or ``unknown``
     (the model is told nobody knows; the key stays held). The call set then goes on (an
-    operation ESCALATED for it resumes). Raises :class:`EscalationError` (``bad_resolution``;
-    ``not_unknown_outcome`` when the call's outcome is not unknown: it is still running, or it
-    was settled) or, once the operation ended,
-    :class:`~toolcalls.services.transitions.OperationEnded` (``already_ended``); nothing is
-    recorded then."""
+    operation ESCALATED for it resumes). An operation that ended meanwhile (stopped while it
+    waited for this) stays as it ended: only the call and its key are settled, so the key of a
+    lost effect is never held for ever once someone knows what happened. Raises
+    :class:`EscalationError` (``bad_resolution``; ``not_unknown_outcome`` when the call's
+    outcome is not unknown: it is still running, or it was settled); nothing is recorded
+    then."""
     if resolution not in RESOLUTIONS:
         raise EscalationError("bad_resolution", f"resolution must be one of {list(RESOLUTIONS)}")
     with call_step(call_pk) as step:
         call = step.call
-        operation_refuse_ended(step.operation)
         if call.state != CallState.UNKNOWN_OUTCOME:
             message = (
                 f"the call is {call.state}, not UNKNOWN_OUTCOME: there is no outcome to record"
