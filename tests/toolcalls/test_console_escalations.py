@@ -103,7 +103,9 @@ def test_a_stop_reason_of_1000_characters_is_kept_whole(demo) -> None:
     assert operation.terminal_reason == f"STOPPED: {reason}"
 
 
-def test_operator_records_an_unknown_outcome(demo, monkeypatch) -> None:
+def _hanging_write(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Register ``hanging_write``, a write whose handler outlives its 50 ms timeout (its
+    outcome unknown, the operation escalated) until the event returned is set."""
     release = threading.Event()
 
     def hang(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,6 +124,35 @@ def test_operator_records_an_unknown_outcome(demo, monkeypatch) -> None:
         revisions={"input": "1", "output": "1", "effect": "1", "handler": "1"},
     )
     monkeypatch.setitem(registry._REGISTRY, spec.name, spec)
+    return release
+
+
+def test_a_lost_call_of_a_stopped_operation_is_still_recorded_there(demo, monkeypatch) -> None:
+    release = _hanging_write(monkeypatch)
+    try:
+        replies = [r.response(r.call("h", "hanging_write", {})), r.final()]
+        operation = start(demo, replies, tool_names=["hanging_write"])
+        client = _client("operator")
+        stop = reverse("operations:stop", args=[operation.public_id])
+        assert client.post(stop, {"reason": "Handled by phone."}).status_code == 302
+        page = client.get(reverse("operations:detail", args=[operation.public_id])).content
+        assert b'data-testid="lost-outcomes"' in page and b"hanging:one" in page
+        support = _client("support").get(reverse("operations:detail", args=[operation.public_id]))
+        assert b'data-testid="lost-outcomes"' not in support.content
+        call = operation.calls.get()
+        url = reverse("operations:resolve", args=[operation.public_id, call.public_id])
+        assert client.post(url, {"resolution": "not_applied"}).status_code == 302
+        call.refresh_from_db()
+        operation.refresh_from_db()
+        assert (call.state, operation.state) == (CallState.FAILED, S.STOPPED)
+        page = client.get(reverse("operations:detail", args=[operation.public_id])).content
+        assert b'data-testid="lost-outcomes"' not in page
+    finally:
+        release.set()
+
+
+def test_operator_records_an_unknown_outcome(demo, monkeypatch) -> None:
+    release = _hanging_write(monkeypatch)
     try:
         replies = [r.response(r.call("h", "hanging_write", {})), r.final()]
         operation = start(demo, replies, tool_names=["hanging_write"])

@@ -32,7 +32,7 @@ from toolcalls.models import Operation
 from toolcalls.services.escalations import operation_extend, operation_stop
 from toolcalls.services.forks import operation_fork
 from toolcalls.services.reconcile import call_resolve
-from toolcalls.states import OperationState
+from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 from toolcalls.storage import storable
 
 RESOLVE_PERMISSION = "toolcalls.resolve_operation"
@@ -54,6 +54,8 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
     escalated = operation.state == OperationState.ESCALATED
     timeline = list(selectors.operation_timeline(operation=operation))
     turns = selectors.operation_turns_with_cost(operation=operation)
+    ended = operation.state in OPERATION_TERMINAL
+    lost = [c for item in turns for c in item["calls"] if c.state == CallState.UNKNOWN_OUTCOME]
     path = [(e.from_state, e.to_state) for e in timeline if e.kind == "operation.transition"]
     approvals = _approvals_of(operation)
     context = {
@@ -70,9 +72,11 @@ def operation_detail(request: AuthenticatedHttpRequest, public_id: str) -> HttpR
         "diagram": operation_diagram(transitions=path, current=operation.state),
         "guards": selectors.operation_guards(operation=operation),
         "can_resolve": can_resolve and escalated,
+        "ended_lost": can_resolve and ended and bool(lost),
+        "lost_calls": lost,
         "extend_form": ExtendForm(budgets=operation.budgets) if can_resolve and escalated else None,
         "stop_form": StopForm() if can_resolve and escalated else None,
-        "resolve_form": ResolveForm() if can_resolve and escalated else None,
+        "resolve_form": ResolveForm() if can_resolve and (escalated or ended) else None,
         "can_fork": request.user.has_perm(FORK_PERMISSION),
     }
     return render(request, "toolcalls/operation_detail.html", context)
