@@ -240,11 +240,12 @@ def agent_tools_refusal(agent: AgentRevision, missing: Sequence[str], *, instead
 def tool_names_check(tenant: Tenant, tool_names: Sequence[str] | None) -> list[str]:
     """``tool_names`` (default: every tool ``tenant`` may use); raises :class:`OperationError`
     (``unknown_tool``) naming those it may not use."""
-    names = list(tool_names) if tool_names is not None else catalogue.tool_names(tenant)
-    unknown = tools_unavailable(tenant, names)
+    if tool_names is None:
+        return catalogue.tool_names(tenant)
+    unknown = tools_unavailable(tenant, tool_names)
     if unknown:
         raise OperationError("unknown_tool", f"not available: {', '.join(unknown)}")
-    return names
+    return list(tool_names)
 
 
 def _request(
