@@ -139,7 +139,7 @@ def test_approve_clicks_racing_deny_clicks_in_the_console_make_one_decision(
     def click(client: Client, decision: str) -> str:
         url = reverse("approvals:decide", args=[approval.public_id, decision])
         response = client.post(url, {"reason": "Not without the receipt."})
-        if response.status_code == 200:  # lost the race: told so, the typed reason kept
+        if response.status_code == 409:  # lost the race: told so, the typed reason kept
             text = response.content.decode()
             assert "already" in text and "Not without the receipt." in text, text
             return f"{decision}:stale"
