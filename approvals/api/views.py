@@ -12,11 +12,17 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from approvals.api.filters import (
+    approval_tool_names,
+    approvals_of_tool_exist,
+    tenant_operation_pk,
+)
 from approvals.api.serializers import ApprovalSerializer, DecisionSerializer
 from approvals.models import DECIDABLE, EXPIRED_NOW, SHOWN_STATE, SUPERSEDED, ApprovalRequest
 from approvals.services import approval_decide
 from approvals.states import ApprovalState
 from toolcalls.api import examples
+from toolcalls.api.errors import ApiError
 from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import ErrorSerializer
 from toolcalls.api.views import (
@@ -29,6 +35,7 @@ from toolcalls.api.views import (
     ApiView,
     choice,
 )
+from toolcalls.models import Tenant
 from toolcalls.registry import RISKS
 from toolcalls.selectors import principal_names
 
@@ -51,6 +58,41 @@ _SHOWN: dict[str, Q] = {
     ApprovalState.PENDING: DECIDABLE & ~EXPIRED_NOW,
     ApprovalState.EXPIRED: Q(state=ApprovalState.EXPIRED) | EXPIRED_NOW,
 }
+
+
+#: What the list's ``tool`` filter takes (approvals.api.filters).
+TOOL_FILTER = (
+    "Only this tool's: a tool of the tenant's catalogue, deployed or remote, enabled or not, or "
+    "one its approvals name; any other name is 400 invalid_request."
+)
+#: What the list's ``operation`` filter takes.
+OPERATION_FILTER = (
+    "Only this operation's (op_…): one of the tenant's operations; any other ID is 400 "
+    "invalid_request."
+)
+
+
+def _refuse_unknown_tool(tenant: Tenant, name: str) -> None:
+    """400 ``invalid_request`` naming ``tool`` when ``name`` is neither a tool of ``tenant``'s
+    catalogue nor one its approvals name (:mod:`approvals.api.filters`)."""
+    known = approval_tool_names(tenant=tenant)
+    if name in known or approvals_of_tool_exist(tenant=tenant, name=name):
+        return
+    message = (
+        f"tool must be one of: {', '.join(known)}; or a tool this tenant's approvals name "
+        "(a tool no longer deployed)."
+    )
+    raise ApiError(400, "invalid_request", message, {"tool": [message]})
+
+
+def _operation_pk(tenant: Tenant, public_id: str) -> int:
+    """The primary key of ``tenant``'s operation ``public_id``; 400 ``invalid_request`` naming
+    ``operation`` when it has none of that ID (another tenant's included: never told apart)."""
+    pk = tenant_operation_pk(tenant=tenant, public_id=public_id)
+    if pk is None:
+        message = "operation must be the ID of one of this tenant's operations (op_…)."
+        raise ApiError(400, "invalid_request", message, {"operation": [message]})
+    return pk
 
 
 class _Approvals(ApiView):
@@ -80,12 +122,14 @@ class ApprovalsView(_Approvals, ApiListView):
         params = self.request.query_params
         state = choice(params, "state", ApprovalState.values) or ApprovalState.PENDING
         rows = self.approvals().filter(_SHOWN.get(state) or Q(state=state))
-        if params.get("tool"):
-            rows = rows.filter(tool_name=params["tool"])
+        tenant = self.key().tenant
+        if tool := params.get("tool"):
+            _refuse_unknown_tool(tenant, tool)
+            rows = rows.filter(tool_name=tool)
         if risk := choice(params, "risk", RISKS):
             rows = rows.filter(risk=risk)
         if operation := params.get("operation"):
-            rows = rows.filter(operation__public_id=operation)
+            rows = rows.filter(operation_id=_operation_pk(tenant, operation))
         return rows
 
     @extend_schema(
@@ -98,9 +142,9 @@ class ApprovalsView(_Approvals, ApiListView):
                 default="PENDING",
                 description="Absent or empty: PENDING (what can still be decided).",
             ),
-            OpenApiParameter("tool", str, description=NO_FILTER),
+            OpenApiParameter("tool", str, description=f"{TOOL_FILTER} {NO_FILTER}"),
             OpenApiParameter("risk", str, enum=[*RISKS, ""], description=NO_FILTER),
-            OpenApiParameter("operation", str, description="Only this operation's (op_…)."),
+            OpenApiParameter("operation", str, description=f"{OPERATION_FILTER} {NO_FILTER}"),
         ],
         responses={
             200: OpenApiResponse(

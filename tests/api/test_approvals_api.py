@@ -27,17 +27,21 @@ from tests.api.support import (
     fields_of,
     get,
     keyed_client,
+    other_tenant,
     post,
 )
 from tests.factories import UserFactory
+from toolcalls.actors import Actor
 from toolcalls.demo.models import LedgerEntry, Order, RefundDraft
 from toolcalls.demo.services import DemoSeed
 from toolcalls.models import Tenant, ToolCall
+from toolcalls.remote import services as remote
 from toolcalls.states import OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
 S = OperationState
+ADMIN = Actor.system("test")
 APPROVAL_FIELDS = {
     "id", "state", "superseded", "operation", "call", "provider_call_id", "tool", "risk",
     "arguments", "arguments_sha256", "original_arguments", "amount_cents", "reason",
@@ -116,6 +120,67 @@ def test_list_is_pending_by_default_and_filters(requester: APIClient, operator: 
     assert listed(risk="read") == []
     paged = get(requester, "/approvals", {"limit": 1, "state": "APPROVED"}).json()
     assert [a["id"] for a in paged["results"]] == [first["id"]] and paged["next"] is None
+
+
+def test_an_unknown_tool_filter_is_400_as_an_unknown_state_is(requester: APIClient) -> None:
+    """A name the tenant's approvals can never hold is refused, not answered with an empty
+    list: the same code and shape as an unknown ``state`` or ``risk``."""
+    _parked(requester)
+    for name, value in (("state", "NOPE"), ("risk", "nope"), ("tool", "submit_refunds")):
+        error = error_of(get(requester, "/approvals", {name: value}), 400, "invalid_request")
+        assert set(fields_of(error)) == {name}, error
+    typo = get(requester, "/approvals", {"tool": "submit_refunds"})
+    error = error_of(typo, 400, "invalid_request")
+    assert fields_of(error)["tool"][0].startswith("tool must be one of: create_refund_draft, ")
+    assert get(requester, "/approvals", {"tool": ""}).status_code == 200  # empty: no filter
+
+
+def test_the_tool_filter_takes_every_tool_the_tenant_has_had(
+    requester: APIClient, demo: DemoSeed
+) -> None:
+    """Known: a deployed tool (enabled for the tenant or not), a remote tool of the tenant
+    (enabled or not), and a tool only the tenant's approvals still name (no longer deployed);
+    another tenant's remote tool is not."""
+    _register_remote_tools(demo.tenant, "shop", "void")
+    _register_remote_tools(other_tenant(), "theirs", "secret")
+    _, approval = _parked(requester)
+    ApprovalRequest.objects.filter(public_id=approval["id"]).update(tool_name="refund_v0")
+
+    def listed(tool: str) -> list[str]:
+        response = get(requester, "/approvals", {"tool": tool})
+        assert response.status_code == 200, response.content
+        return [a["id"] for a in response.json()["results"]]
+
+    assert listed("refund_v0") == [approval["id"]]
+    assert listed("get_order") == listed("shop__void") == []
+    theirs = get(requester, "/approvals", {"tool": "theirs__secret"})
+    error = error_of(theirs, 400, "invalid_request")
+    assert "shop__void" in fields_of(error)["tool"][0]
+    assert "theirs__secret" not in fields_of(error)["tool"][0]
+
+
+def test_an_operation_filter_names_one_of_the_tenant_s_operations(requester: APIClient) -> None:
+    operation_id, approval = _parked(requester)
+    listed = get(requester, "/approvals", {"operation": operation_id}).json()["results"]
+    assert [a["id"] for a in listed] == [approval["id"]]
+    outsider, _ = keyed_client(other_tenant(), READ)
+    refusals = [
+        get(requester, "/approvals", {"operation": "op_nope"}),
+        get(outsider, "/approvals", {"operation": operation_id}),  # never told apart
+    ]
+    errors = [error_of(refused, 400, "invalid_request") for refused in refusals]
+    assert errors[0]["message"] == errors[1]["message"]
+    assert set(fields_of(errors[0])) == {"operation"}
+
+
+def _register_remote_tools(tenant: Tenant, server_name: str, *names: str) -> None:
+    """An HTTP tool server of ``tenant`` with ``names`` registered, none enabled."""
+    form = remote.ServerForm(name=server_name, kind="http", signing_secret="secret")
+    server = remote.remote_server_register(tenant=tenant, form=form, actor=ADMIN)
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+    for name in names:
+        tool = remote.HttpToolForm(name, name, schema, url=f"http://127.0.0.1:9/{name}")
+        remote.remote_http_tool_register(server_pk=server.pk, form=tool, actor=ADMIN)
 
 
 def test_a_filtered_list_pages_under_its_filters(requester: APIClient) -> None:
