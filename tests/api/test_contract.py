@@ -13,9 +13,21 @@ from django.urls import resolve
 from openapi_spec_validator import validate
 from rest_framework.test import APIClient
 
+from providers.base import ModelSettings, UnsupportedSetting
+from providers.families import ADAPTERS
+from tests.api.support import (
+    READ,
+    WRITE,
+    create_body,
+    error_of,
+    fields_of,
+    keyed_client,
+    post,
+)
 from toolcalls.api import views
 from toolcalls.api.contract import contract_problems
 from toolcalls.api.schema import operations_of
+from toolcalls.demo.services import DemoSeed
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +84,62 @@ def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
     # Inside a body too, no other properties: a message of ``messages``, ``settings``.
     for nested in ("MessageRequest", "SettingsRequest"):
         assert schemas[nested]["additionalProperties"] is False, nested
+
+
+def test_settings_state_the_widest_bounds_the_families_enforce(document: dict[str, Any]) -> None:
+    """Each bound the document gives a setting is the widest any family takes: the bound passes
+    some family's check, a value beyond it passes none; the enum of reasoning efforts is every
+    value some family takes; a family that refuses a setting is named in its description."""
+    settings = document["components"]["schemas"]["SettingsRequest"]["properties"]
+    for name in ("max_output_tokens", "temperature", "top_p", "thinking_budget_tokens"):
+        bounds = {k: settings[name][k] for k in ("minimum", "maximum") if k in settings[name]}
+        step = 1 if settings[name]["type"] == "integer" else 0.001
+        assert bounds, name
+        for keyword, bound in bounds.items():
+            beyond = bound - step if keyword == "minimum" else bound + step
+            assert _honoured_by(name, bound), (name, bound)
+            assert _honoured_by(name, beyond) == [], (name, beyond)
+    efforts = document["components"]["schemas"]["ReasoningEffortEnum"]["enum"]
+    assert all(_honoured_by("reasoning_effort", effort) for effort in efforts)
+    assert _honoured_by("reasoning_effort", "extreme") == []
+    assert "openai_responses: at least 16" in settings["max_output_tokens"]["description"]
+    assert "anthropic_messages: at least 1024" in settings["thinking_budget_tokens"]["description"]
+    usual = {
+        "max_output_tokens": 1024,
+        "temperature": 1.0,
+        "top_p": 0.5,
+        "thinking_budget_tokens": 2048,
+        "reasoning_effort": "low",
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+    }
+    for name, value in usual.items():
+        description = settings[name]["description"]
+        for family in set(ADAPTERS) - set(_honoured_by(name, value)):
+            assert re.search(rf"Refused by .*{family} \(", description), (name, family)
+
+
+def _honoured_by(name: str, value: Any) -> list[str]:
+    """The families whose check takes setting ``name`` at ``value`` alone (a tool offered)."""
+    taken = []
+    for family, adapter in sorted(ADAPTERS.items()):
+        try:
+            adapter.check_settings(ModelSettings(**{name: value}), tool_names=["get_order"])
+        except UnsupportedSetting:
+            continue
+        taken.append(family)
+    return taken
+
+
+@pytest.mark.django_db
+def test_messages_state_the_most_items_taken(document: dict[str, Any], demo: DemoSeed) -> None:
+    """``maxItems`` of ``messages`` is what a request may send: one more is 400 naming it."""
+    most = document["components"]["schemas"]["OperationCreateRequest"]["properties"]["messages"]
+    assert most["maxItems"] == 500
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    message = {"role": "user", "text": "Earlier."}
+    over = post(client, "/operations", create_body(messages=[message] * (most["maxItems"] + 1)))
+    assert set(fields_of(error_of(over, 400, "invalid_request"))) == {"messages"}
 
 
 def test_a_query_parameter_is_repeatable_where_the_document_says_it_is(

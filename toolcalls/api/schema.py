@@ -21,6 +21,7 @@ from typing import Any
 from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
 
 from toolcalls.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
@@ -48,6 +49,8 @@ class ContractSchema(AutoSchema):
     """drf-spectacular's schema with every response property required (but a serializer's
     ``sometimes_absent`` names), request text that may not be blank saying so (a visible
     character, :func:`~toolcalls.text.visible_pattern`, and no ``""`` as its default),
+    what a serializer's ``documented`` says of a field's values beside its type (bounds the
+    service checks), a nested list's ``minItems`` and ``maxItems``,
     blank-or-formatted text as ``anyOf``, optional text that may be sent as ``null`` or ``""``
     (:class:`~toolcalls.api.serializers.OptionalText`) as ``anyOf`` the text, ``""`` and
     null, an object or null as ``oneOf``, and a list of names that takes each once as
@@ -69,6 +72,12 @@ class ContractSchema(AutoSchema):
             schema.setdefault("pattern", visible_pattern())
         if getattr(field, "unique_items", False):
             schema["uniqueItems"] = True  # serializers.NameList refuses a name given twice
+        if isinstance(field, serializers.ListSerializer):
+            # A nested list's bounds (``messages``), which drf-spectacular writes for a
+            # ListField only.
+            for keyword, bound in (("minItems", field.min_length), ("maxItems", field.max_length)):
+                if bound is not None:
+                    schema[keyword] = bound
         if (
             direction == "request"
             and schema.get("default") == ""
@@ -83,6 +92,14 @@ class ContractSchema(AutoSchema):
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction == "request":
             _none_given(schema, serializer)
+        properties = schema.get("properties", {})
+        for name, documented in getattr(serializer, "documented", {}).items():
+            # What the service checks of a field's value, stated beside its JSON type; an enum
+            # lists every value, so no text bounds beside it.
+            properties[name] = {**properties[name], **documented}
+            if "enum" in documented:
+                for keyword in ("pattern", "minLength", "maxLength"):
+                    properties[name].pop(keyword, None)
         for value in schema.get("properties", {}).values():
             if value.get("oneOf", [None])[-1] == _BLANK:
                 # drf-spectacular's "a URI (or a pattern's text) or blank": "" may match both.

@@ -18,6 +18,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from providers.families import ADAPTERS
+from toolcalls.api.settings_schema import settings_schema
 from toolcalls.guards import FRACTIONAL, GUARDS
 from toolcalls.models import (
     REASON_MAX_LENGTH,
@@ -232,17 +233,18 @@ def replies_check(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class SettingsSerializer(StrictSerializer):
-    """Model settings (docs/settings.md), each one optional and of its JSON type here; which
-    values a family honours is the family's rule (else 400 naming ``settings.<name>``)."""
+    """Model settings (docs/settings.md), each one optional. The bounds given are the widest
+    any API family takes; the operation's family may take less or refuse a setting, as each
+    setting's description says (400 invalid_request naming settings.<name>)."""
 
+    #: What the families check of each value, for the document (ContractSchema).
+    documented = settings_schema()
     max_output_tokens = serializers.IntegerField(required=False)
     temperature = serializers.FloatField(required=False)
     top_p = serializers.FloatField(required=False)
     reasoning_effort = serializers.CharField(max_length=40, required=False)
     thinking_budget_tokens = serializers.IntegerField(required=False)
-    tool_choice = serializers.CharField(
-        max_length=200, required=False, help_text="auto, required, none, or one tool's name."
-    )
+    tool_choice = serializers.CharField(max_length=200, required=False)
     parallel_tool_calls = serializers.BooleanField(required=False)
 
 
