@@ -62,7 +62,9 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
         **PRODUCTION_ENV,
         "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "STATIC_ROOT": str(tmp_path / "static"),
+        "CALLGATE_METRICS_TOKEN": "metrics-test-token",
     }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     collect = subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--no-input", "-v0"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
@@ -89,6 +91,20 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
             urllib.request.Request(f"http://127.0.0.1:{port}/static/callgate.css", headers=headers)
         )
         assert css.status == 200 and b"--accent" in css.read()
+        # Probes and scrapers reach a process directly, over plain HTTP: answered, not
+        # redirected to an HTTPS address nothing serves there.
+        opener = urllib.request.build_opener(_NoRedirect)
+        for probe_path in ("/api/v1/health/live", "/api/v1/health/ready"):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}{probe_path}", headers={"Host": headers["Host"]}
+            )
+            assert opener.open(request).status == 200, probe_path
+        scrape = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Host": headers["Host"], "Authorization": "Bearer metrics-test-token"},
+        )
+        answer = opener.open(scrape)
+        assert answer.status == 200 and b"callgate_operations" in answer.read()
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -18,6 +18,10 @@ MIDDLEWARE.insert(  # noqa: F405
 )
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.boolean("SECURE_SSL_REDIRECT", default=True)
+# Health probes and the metrics scraper reach a process directly over plain HTTP (no proxy, no
+# X-Forwarded-Proto): answered where they ask. A redirect to HTTPS would fail the scrape, and a
+# probe counting any 3xx as success would never see the process unready.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/(live|ready)$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env.whole("SECURE_HSTS_SECONDS", default=31_536_000, low=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
