@@ -55,6 +55,19 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@signals.setup_logging.connect
+def _logging_as_configured(**_: Any) -> None:
+    """Log as ``LOGGING`` says (``LOG_FORMAT``, ``LOG_LEVEL``: JSON lines in production, each
+    naming its request), in the worker and beat as in the web processes. A receiver here is
+    Celery's sign to leave logging alone: its own text format and ``--loglevel`` (WARNING
+    unless given, which dropped every transition line) would replace Django's on the root
+    logger."""
+    from django.conf import settings
+    from django.utils.log import configure_logging
+
+    configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+
+
 @signals.worker_process_init.connect
 def _tracing_start(**_: Any) -> None:
     """Trace each pool process as ``OTEL_*`` says: after the fork, so the span exporter's

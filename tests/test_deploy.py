@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
-from tests.conftest import REPO
+from tests.conftest import REPO, database_url
 
 PRODUCTION_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -108,6 +110,43 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.django_db
+def test_a_production_worker_logs_json_lines_at_log_level(tmp_path: Path) -> None:
+    """Started as the README says (no ``--loglevel``), a worker writes its lines as the web
+    processes do: JSON, at ``LOG_LEVEL`` (INFO), each naming its request."""
+    env = {
+        **os.environ,
+        **PRODUCTION_ENV,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+    }
+    env.pop("LOG_LEVEL", None)
+    env.pop("LOG_FORMAT", None)
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log:
+        worker = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "--queues=callgate-logging-check", "--concurrency=1", "--pool=solo",
+                "--hostname=logging-check@%h",
+                "--without-gossip", "--without-mingle", "--without-heartbeat",
+            ],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while b"ready." not in log_path.read_bytes() and time.monotonic() < deadline:
+            if worker.poll() is not None:
+                break
+            time.sleep(0.2)
+        worker.terminate()
+        worker.wait(timeout=20)
+    lines = [line for line in log_path.read_text().splitlines() if "ready." in line]
+    assert lines, log_path.read_text()[-3000:]
+    ready = json.loads(lines[0])
+    assert ready["levelname"] == "INFO" and ready["message"].endswith("ready.")
+    assert ready["request_id"] == "-"
 
 
 def _get_when_up(url: str, headers: dict[str, str]) -> Any:
