@@ -2,12 +2,13 @@
 
 import os
 
-import django
 from django.core.asgi import get_asgi_application
+
+from config.settings.env import server_setup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
-django.setup(set_prefix=False)
+server_setup()
 # Before the application loads its middleware, which the Django instrumentation extends.
 from config.observability import tracing_setup  # noqa: E402  (needs the apps loaded)
 

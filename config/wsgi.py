@@ -6,16 +6,16 @@ runs tasks and the periodic sweeps in time (``config.inprocess_worker``).
 
 import os
 
-import django
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from config import celery_app, inprocess_worker
 from config.heap import startup_objects_freeze
+from config.settings.env import server_setup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
-django.setup(set_prefix=False)
+server_setup()
 # Before the application loads its middleware, which the Django instrumentation extends.
 from config.observability import tracing_setup  # noqa: E402  (needs the apps loaded)
 

@@ -201,3 +201,52 @@ def test_a_command_started_with_a_bad_value_says_only_which_and_why(
     [line] = ran.stderr.splitlines()  # one line, no traceback
     assert line.startswith(f"Callgate cannot start: {variable}={value}: ")
     assert expected in line
+
+
+#: How each long-running process is started (README, Running with PostgreSQL, Redis and workers).
+_PROCESSES = {
+    "worker": ["-m", "celery", "-A", "config", "worker", "--queues=callgate-refusal-check"],
+    "beat": ["-m", "celery", "-A", "config", "beat", "--schedule", "{tmp}/beat-schedule"],
+    "web": ["-m", "gunicorn", "config.wsgi", "--workers", "1", "--bind", "127.0.0.1:0"],
+}
+
+
+@pytest.mark.parametrize("process", list(_PROCESSES))
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("SECRET_KEY", None, "a value (required)"),
+        ("CALLGATE_MAX_TURNS", "0", "max_turns must be a positive number"),
+    ],
+)
+def test_a_process_started_with_a_bad_value_stops_with_one_line(
+    tmp_path: Path, process: str, variable: str, value: str | None, expected: str
+) -> None:
+    """The web server, a worker and beat stop at once with the one line manage.py prints; the web
+    server's master stops too, rather than booting a worker again and again."""
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "x" * 64,
+        "DATABASE_URL": "postgres://callgate:callgate@127.0.0.1:5432/callgate",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+    }
+    environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    if value is None:
+        environment.pop(variable, None)
+    else:
+        environment[variable] = value
+    argv = [argument.format(tmp=tmp_path) for argument in _PROCESSES[process]]
+    ran = subprocess.run(
+        [sys.executable, *argv], cwd=REPO, env=environment, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert ran.returncode != 0
+    assert "Traceback" not in ran.stderr, ran.stderr
+    refusals = [line for line in ran.stderr.splitlines() if line.startswith("Callgate cannot")]
+    shown = "(not set)" if value is None else value
+    assert len(refusals) == 1, ran.stderr
+    assert refusals[0].startswith(f"Callgate cannot start: {variable}={shown}: ")
+    assert expected in refusals[0]
+    if process != "web":
+        assert ran.stderr.strip() == refusals[0]  # nothing else

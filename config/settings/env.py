@@ -14,11 +14,13 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import django
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
@@ -38,6 +40,41 @@ _PASSWORD_IN_URL = re.compile(r"(//[^/:@]*:)[^/@]*@")
 
 class SettingRefused(ImproperlyConfigured):
     """A variable's value Callgate cannot start with; the text is ``NAME=value: expected``."""
+
+
+#: The one line a process that cannot start with a refused value ends with, as ``manage.py``
+#: does: a web server's (:func:`server_setup`), a Celery worker's or beat's
+#: (:func:`_refusal_reported`).
+CANNOT_START = "Callgate cannot start: {}"
+
+
+def _refusal_reported(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+    """A refusal nothing caught (a Celery worker or beat loading the settings) ends its process
+    with :data:`CANNOT_START`'s one line, as ``manage.py`` does, instead of a traceback; any
+    other exception is reported as before."""
+    if isinstance(error, SettingRefused):
+        sys.stderr.write(CANNOT_START.format(error) + "\n")
+        return
+    _exception_report(kind, error, trace)
+
+
+_exception_report = sys.excepthook
+sys.excepthook = _refusal_reported
+
+#: gunicorn's exit status for an application that cannot load: its master then stops ("App
+#: failed to load"), where it boots again and again a worker that exited with another status.
+APP_LOAD_ERROR = 4
+
+
+def server_setup() -> None:
+    """``django.setup()`` for a web server's entry point (``config.wsgi``, ``config.asgi``): a
+    refused value ends the process with :data:`CANNOT_START`'s one line and
+    :data:`APP_LOAD_ERROR`, instead of a traceback in every worker the server boots."""
+    try:
+        django.setup(set_prefix=False)
+    except SettingRefused as error:
+        sys.stderr.write(CANNOT_START.format(error) + "\n")
+        sys.exit(APP_LOAD_ERROR)
 
 
 def refused(name: str, value: str | None, expected: str) -> SettingRefused:
