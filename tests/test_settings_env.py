@@ -36,6 +36,8 @@ _READERS: dict[str, Callable[[str], Any]] = {
     "database": lambda name: env.database(name, default="sqlite:////tmp/x.sqlite3"),
     "cache": lambda name: env.cache(name, default="locmemcache://"),
     "directory": lambda name: env.directory(name),
+    "broker": lambda name: env.broker(name, default=""),
+    "exporters": lambda name: env.choices(name, default=[], options=("otlp", "console", "none")),
 }
 
 
@@ -63,6 +65,12 @@ _READERS: dict[str, Callable[[str], Any]] = {
         ("fault points", '{"call.after_claim": "explode"}', "a JSON object"),
         ("fault points", '["pause"]', "a JSON object"),
         ("database", "abc", "a database URL"),
+        ("database", "mysql://app@db.internal/app", "postgres://USER:PASSWORD@HOST:PORT/NAME"),
+        ("broker", "abc", "a broker URL: redis://HOST:PORT/DB"),
+        ("broker", "redis:/127.0.0.1:6379/0", "a broker URL"),
+        ("broker", "http://127.0.0.1:6379/0", "a broker URL"),
+        ("exporters", "jaeger", "each one of otlp, console, none"),
+        ("exporters", "otlp,zipkin", "each one of otlp, console, none"),
         ("cache", "abc", "a cache URL"),
         ("directory", "/nonexistent", "an existing directory this process can write in"),
     ],
@@ -91,6 +99,9 @@ def test_a_value_out_of_range_is_refused_naming_the_variable_and_what_it_takes(
             "gpt-5.1": 400000, "gemini-2.5-flash": 200000,
         }),
         ("fault points", '{"call.after_claim": "crash_once"}', {"call.after_claim": "crash_once"}),
+        ("broker", "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("broker", "", ""),
+        ("exporters", " OTLP, console ", ["otlp", "console"]),
     ],
 )  # fmt: skip
 def test_a_value_in_range_is_read(
@@ -185,6 +196,8 @@ def test_a_tool_module_missing_one_of_its_own_imports_fails_as_it_is(tmp_path: P
     [
         # Read with the settings.
         ("CALLGATE_API_RATE", "600/week", "requests per period"),
+        ("CELERY_BROKER_URL", "notaurl", "a broker URL"),
+        ("OTEL_TRACES_EXPORTER", "jaeger", "each one of otlp, console, none"),
         # Known once the apps load.
         ("CALLGATE_TOOL_MODULES", "nosuchmod", "importable modules; no nosuchmod"),
     ],
@@ -250,3 +263,10 @@ def test_a_process_started_with_a_bad_value_stops_with_one_line(
     assert expected in refusals[0]
     if process != "web":
         assert ran.stderr.strip() == refusals[0]  # nothing else
+
+
+def test_the_trace_exporters_taken_are_the_ones_a_process_sets_up() -> None:
+    from config.observability import _EXPORTERS
+    from config.settings.base import TRACE_EXPORTERS
+
+    assert set(TRACE_EXPORTERS) == {*_EXPORTERS, "none"}

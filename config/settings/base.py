@@ -215,8 +215,8 @@ CALLGATE_API_STREAM_MAX_S = env.number("CALLGATE_API_STREAM_MAX_S", default=300.
 # honoured (config.inprocess_worker), or inline in a management command. With Redis, the database
 # stays the source of truth and the broker only carries wake-ups, so losing a message delays work
 # but never loses it.
-CELERY_TASK_ALWAYS_EAGER = not env.text("CELERY_BROKER_URL", default="")
-CELERY_BROKER_URL = env.text("CELERY_BROKER_URL", default="") or "memory://localhost/"
+CELERY_TASK_ALWAYS_EAGER = not env.broker("CELERY_BROKER_URL", default="")
+CELERY_BROKER_URL = env.broker("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -377,6 +377,11 @@ CALLGATE_METRICS_TOKEN = env.text("CALLGATE_METRICS_TOKEN", default="")
 if CALLGATE_METRICS_TOKEN and env.text("PROMETHEUS_MULTIPROC_DIR", default=""):
     env.directory("PROMETHEUS_MULTIPROC_DIR")
 CALLGATE_TRACE_CONTENT = env.boolean("CALLGATE_TRACE_CONTENT", default=False)
+# The exporters OTEL_TRACES_EXPORTER may name (config.observability reads the variable itself
+# when each process sets its tracing up): any other name stops every process at start-up here,
+# where it failed the web server's start with a traceback and left workers running untraced.
+TRACE_EXPORTERS = ("otlp", "console", "none")
+env.choices("OTEL_TRACES_EXPORTER", default=["none"], options=TRACE_EXPORTERS)
 # Demo: honour injected faults (toolcalls.demo.faults); tests only.
 CALLGATE_DEMO_FAULTS = env.boolean("CALLGATE_DEMO_FAULTS", default=False)
 # Demo: the secret the demo's HTTP tool server checks Callgate's signatures with (dev only).

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import django
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu.transport import TRANSPORT_ALIASES
 
 T = TypeVar("T")
 
@@ -189,6 +190,18 @@ def _items(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def choices(name: str, *, default: list[str], options: tuple[str, ...]) -> list[str]:
+    """A comma-separated list, each item one of ``options`` (in any case; empty items skipped)."""
+
+    def parse(value: str) -> list[str]:
+        items = [item.lower() for item in _items(value)]
+        if any(item not in options for item in items):
+            raise ValueError(f"comma-separated, each one of {', '.join(options)}")
+        return items
+
+    return read(name, parse, default=default)
+
+
 def rate(name: str, *, default: str) -> str:
     """A request rate as DRF's throttles read it: ``N/s``, ``N/min``, ``N/hour``, ``N/day``
     (or the period spelt out, ``second``, ``minutes``, ``h``, …), N at least 1; DRF would read
@@ -243,12 +256,22 @@ def json_object(name: str, *, values: tuple[str, ...]) -> dict[str, str]:
     return read(name, parse, default={})
 
 
+#: Database URL schemes (django-environ's) of the backends Callgate runs on: PostgreSQL, and
+#: SQLite for the embedded demo. Another backend fails later (no driver, or none of the
+#: PostgreSQL triggers that keep the audit trail append-only).
+_DATABASE_SCHEMES = frozenset(
+    scheme
+    for scheme, engine in environ.Env.DB_SCHEMES.items()
+    if engine in ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+)
+
+
 def database(name: str, *, default: str = REQUIRED) -> dict[str, Any]:
-    """A database URL (django-environ's schemes) as a ``DATABASES`` entry."""
+    """A PostgreSQL or SQLite database URL as a ``DATABASES`` entry."""
 
     def parse(value: str) -> dict[str, Any]:
         scheme = value.partition("://")[0]
-        if scheme not in environ.Env.DB_SCHEMES:
+        if scheme not in _DATABASE_SCHEMES:
             raise ValueError(
                 "a database URL: postgres://USER:PASSWORD@HOST:PORT/NAME or sqlite:///PATH"
             )
@@ -257,6 +280,23 @@ def database(name: str, *, default: str = REQUIRED) -> dict[str, Any]:
             return dict(environ.Env.db_url_config(value))
 
     return read(name, parse, default=default if default is REQUIRED else parse(default))
+
+
+def broker(name: str, *, default: str = REQUIRED) -> str:
+    """A Celery broker URL (``redis://HOST:PORT/DB``, or another transport Celery knows), or
+    empty for none when ``default`` is empty: Celery would read any other text as the host of
+    an AMQP broker and retry it for ever."""
+    expected = "a broker URL: redis://HOST:PORT/DB (or rediss://)"
+
+    def parse(value: str) -> str:
+        if not value and default is not REQUIRED:
+            return value
+        scheme, separator, rest = value.strip().partition("://")
+        if not (separator and rest and scheme.lower() in TRANSPORT_ALIASES):
+            raise ValueError(expected)
+        return value.strip()
+
+    return read(name, parse, default=default)
 
 
 def cache(name: str, *, default: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from config.settings.base import database, log_format, logging_config
 DEBUG = False
 SECRET_KEY = env.text("SECRET_KEY")
 DATABASES = {"default": database("DATABASE_URL")}
-CELERY_BROKER_URL = env.text("CELERY_BROKER_URL")
+CELERY_BROKER_URL = env.broker("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = False
 LOGGING = logging_config(log_format("json"), LOG_LEVEL)  # noqa: F405
 
