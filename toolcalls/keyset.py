@@ -1,13 +1,14 @@
 """Keyset pages for long lists (the approval queue, operations, decisions): each page continues
 after the last row of the one before, on an index, so a page costs the same at row 100,000 as
-at row 1. Offsets are never used: ``OFFSET n`` reads and drops ``n`` rows."""
+at row 1. Offsets are never used: ``OFFSET n`` reads and drops ``n`` rows. The way back is the
+same index read backwards from a page's first row: the page before it is found by the row
+before its rows, so every link is an ``after`` cursor."""
 
 from __future__ import annotations
 
 import base64
 import json
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -34,24 +35,54 @@ class Key:
 
 @dataclass(frozen=True)
 class Page(Generic[M]):
-    """One page of rows; ``next_cursor`` continues after its last row (``None``: the end)."""
+    """One page of rows. ``next_cursor`` continues after its last row (``None``: the end).
+    ``first`` is false when rows come before this page; the page before it then starts after
+    ``previous_cursor``, or is the first page when that is ``None``. ``refused``: the cursor
+    asked for was damaged (edited, cut, from another order), so this is the first page."""
 
     rows: list[M]
     next_cursor: str | None
+    first: bool = True
+    previous_cursor: str | None = None
+    refused: bool = False
 
 
 def keyset_page(
     rows: QuerySet[M], *, keys: Sequence[Key], cursor: str | None, size: int
 ) -> Page[M]:
     """``size`` rows of ``rows`` ordered by ``keys`` (the last one unique, such as ``pk``),
-    starting after ``cursor`` (from an earlier page; a damaged one starts from the first)."""
+    starting after ``cursor`` (from an earlier page; a damaged one gives the first page,
+    ``refused``). A page after a cursor reads up to ``size + 1`` rows' keys before its first
+    row too, on the same index backwards, to link the page before it."""
     position = _decode(cursor, len(keys)) if cursor else None
-    # Values of the wrong type for their keys are a damaged cursor too: the first page.
-    with suppress(ValueError, TypeError, ValidationError):
-        rows = _after(rows, keys, position) if position is not None else rows
-    found = list(rows.order_by(*ordering(keys))[: size + 1])
+    following = rows
+    if position is not None:
+        try:
+            following = _after(rows, keys, position)
+        except (ValueError, TypeError, ValidationError):
+            # Values of the wrong type for their keys are a damaged cursor too.
+            position = None
+    found = list(following.order_by(*ordering(keys))[: size + 1])
     more = len(found) > size
-    return Page(found[:size], cursor_after(found[size - 1], keys) if more else None)
+    following_cursor = cursor_after(found[size - 1], keys) if more else None
+    if position is None:
+        return Page(found[:size], following_cursor, refused=bool(cursor))
+    return _with_previous(rows, keys, Page(found[:size], following_cursor), size)
+
+
+def _with_previous(rows: QuerySet[M], keys: Sequence[Key], page: Page[M], size: int) -> Page[M]:
+    """``page`` (after a cursor) with where the page before it starts: after the row ``size + 1``
+    rows before its first row, or from the first row with fewer before it. An empty ``page``
+    (the rows after its cursor are gone) counts back from the end. No row before it makes it the
+    first page (``first``)."""
+    backwards = [Key(key.field, descending=not key.descending) for key in keys]
+    earlier = _after(rows, backwards, _values(page.rows[0], keys)) if page.rows else rows
+    fields = [key.field for key in keys]
+    found = list(earlier.order_by(*ordering(backwards)).values_list(*fields)[: size + 1])
+    if not found:
+        return page
+    previous = _cursor(list(found[size])) if len(found) > size else None
+    return Page(page.rows, page.next_cursor, first=False, previous_cursor=previous)
 
 
 def ordering(keys: Sequence[Key]) -> list[str]:
@@ -71,7 +102,16 @@ def _after(rows: QuerySet[M], keys: Sequence[Key], position: list[Any]) -> Query
 
 def cursor_after(row: Model, keys: Sequence[Key]) -> str:
     """The cursor of the page that starts after ``row`` (read with the same ``keys``)."""
-    values = [getattr(row, key.field) for key in keys]
+    return _cursor(_values(row, keys))
+
+
+def _values(row: Model, keys: Sequence[Key]) -> list[Any]:
+    return [getattr(row, key.field) for key in keys]
+
+
+def _cursor(values: list[Any]) -> str:
+    """The cursor of the position ``values`` (one per key): URL-safe base64 of a JSON list of
+    ``["t", ISO 8601 time]`` or ``["v", JSON value]`` pairs, read back by :func:`_decode`."""
     tagged = [["t", v.isoformat()] if isinstance(v, datetime) else ["v", v] for v in values]
     return base64.urlsafe_b64encode(json.dumps(tagged).encode()).decode()
 
