@@ -90,6 +90,10 @@ class _RawCheckbox(forms.CheckboxInput):
         return data.get(name, "")
 
 
+#: Why an "Amount from" above the "Amount to" is ignored (the page says so).
+AMOUNT_INVERTED = "the minimum is above the maximum"
+
+
 class QueueFilterForm(FilterForm):
     """Filters and order of the approval queue (GET); every control has a visible label."""
 
@@ -123,6 +127,8 @@ class QueueFilterForm(FilterForm):
             ("risk", "highest risk"),
         ],
     )
+
+    ranges = (("amount_min", "amount_max", AMOUNT_INVERTED),)
 
     def __init__(self, *args: Any, tools: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

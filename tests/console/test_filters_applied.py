@@ -44,6 +44,13 @@ def _input(page: str, name: str) -> str:
     return found.group(0)
 
 
+def _tag(page: str, name: str) -> str:
+    """The ``<input>`` named ``name``, alone."""
+    found = re.search(rf'<input[^>]*name="{name}"[^>]*>', page)
+    assert found, name
+    return found.group(0)
+
+
 def _selected(page: str, name: str) -> list[str]:
     return re.findall(r'<option value="([^"]*)"[^>]*selected', _input(page, name))
 
@@ -209,3 +216,23 @@ def test_the_next_pages_carry_only_the_filters_applied() -> None:
     assert form.query() == {"customer": "cus_1001"}
     queue = QueueFilterForm({"risk": "read", "amount_min": "abc"}, tools=[], tenants=[])
     assert queue.filters().query() == {"risk": "read"}
+
+
+def test_an_amount_range_the_wrong_way_round_says_why_and_applies_the_maximum(
+    demo: Any,
+) -> None:
+    """Both bounds applied would match nothing, with only "nothing is waiting" to say so: the
+    minimum is ignored as a filter not understood is, shown blank, and the page says why."""
+    low = pending_approval(demo.tenant, amount_cents=1000)
+    high = pending_approval(demo.tenant, amount_cents=7500)
+    page = _page("approvals:queue", {"amount_min": "80", "amount_max": "50.00"})
+    assert low.public_id in page and high.public_id not in page
+    assert "Amount from is ignored: the minimum is above the maximum." in page
+    assert IGNORED not in page and "Nothing is waiting" not in page
+    minimum, maximum = (_tag(page, name) for name in ("amount_min", "amount_max"))
+    assert "value=" not in minimum and 'aria-invalid="true"' in minimum
+    assert 'value="50.00"' in maximum
+    query = QueueFilterForm({"amount_min": "80", "amount_max": "50"}, tools=[], tenants=[])
+    assert query.filters().query() == {"amount_max": "50.00"}
+    same = _page("approvals:queue", {"amount_min": "50", "amount_max": "50"})
+    assert "is ignored" not in same and "Nothing is waiting for a decision with these" in same

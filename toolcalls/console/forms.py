@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.utils import timezone
@@ -82,10 +82,22 @@ class ResolveForm(forms.Form):
         return value
 
 
+#: The code of a filter error the console words itself (:attr:`FilterForm.ranges`): the page
+#: shows its message. Django's own messages are not shown: some quote what was sent.
+EXPLAINED = "explained"
+
+
 class FilterForm(forms.Form):
     """A list's filters (GET), applied field by field: each field that validates filters the
     list, each that does not is ignored. The ignored fields keep their errors (the page names
-    them by label) and are shown blank, so the form shows exactly the filters applied."""
+    them by label) and are shown blank, so the form shows exactly the filters applied.
+
+    ``ranges`` name each pair of fields bounding one value, ``(low, high, message)``: a low
+    above its high is an error on the low field, ``message`` saying why (code
+    :data:`EXPLAINED`), so that bound is ignored and the page says why, where both would
+    match nothing without a word."""
+
+    ranges: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     def applied(self) -> dict[str, Any]:
         """The cleaned values of the fields that validated (``{}`` for an unbound form)."""
@@ -101,12 +113,40 @@ class FilterForm(forms.Form):
         assert isinstance(field, forms.ChoiceField)
         field.choices = [("", anything), *[(value, value) for value in values]]
 
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        for low, high, message in self.ranges:
+            start, end = cleaned.get(low), cleaned.get(high)
+            if start is not None and end is not None and start > end:
+                self.add_error(low, forms.ValidationError(message, code=EXPLAINED))
+        return cleaned
+
     def full_clean(self) -> None:
         super().full_clean()
         if self.is_bound and self.errors:
             # Rendered from what was sent, an ignored field would show a filter not applied.
             # Each filter takes one value (the last sent, as a widget reads a query string).
             self.data = {name: self.data[name] for name in self.data if name not in self.errors}
+
+    def not_understood(self) -> list[str]:
+        """The labels of the fields ignored for an error of Django's, in the form's order."""
+        return [label for label, why in self._ignored() if not why]
+
+    def explained(self) -> list[tuple[str, str]]:
+        """``(label, why)`` of each field ignored for an :data:`EXPLAINED` error, in the
+        form's order, ``why`` its message."""
+        return [(label, why) for label, why in self._ignored() if why]
+
+    def _ignored(self) -> list[tuple[str, str]]:
+        errors = self.errors.as_data()
+        return [
+            (
+                str(field.label),
+                "; ".join(str(e.message) for e in errors[name] if e.code == EXPLAINED),
+            )
+            for name, field in self.fields.items()
+            if name in errors
+        ]
 
 
 class OperationFilterForm(FilterForm):

@@ -72,13 +72,6 @@ def field_label(name: str) -> str:
 
 
 @register.filter
-def labels_with_errors(form: Any) -> str:
-    """The labels of ``form``'s fields that hold errors, in the form's order, for people to
-    read (``Created to, Expiring within 15 minutes``)."""
-    return ", ".join(str(field.label) for field in form if field.errors)
-
-
-@register.filter
 def page_query(filters: dict[str, str], cursor: str | None) -> str:
     """The query string (``?…``) of a keyset-paged list's page: its ``filters`` (query-string
     parameters), then ``after=cursor``; none for the first page (``cursor`` empty)."""
