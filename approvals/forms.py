@@ -11,7 +11,7 @@ from django import forms
 from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.services import REASON_REQUIRED
 from approvals.states import ApprovalState
-from toolcalls.console.forms import FilterForm
+from toolcalls.console.forms import DayField, FilterForm, day_end, day_start
 from toolcalls.registry import RISKS
 from toolcalls.text import visible
 from toolcalls.typed_json import typed_json
@@ -92,6 +92,8 @@ class _RawCheckbox(forms.CheckboxInput):
 
 #: Why an "Amount from" above the "Amount to" is ignored (the page says so).
 AMOUNT_INVERTED = "the minimum is above the maximum"
+#: Why a "Decided from" day after the "Decided to" day is ignored.
+DAYS_INVERTED = "it is after the last day"
 
 
 class QueueFilterForm(FilterForm):
@@ -156,7 +158,7 @@ def _cents(amount: Decimal | None) -> int | None:
 
 
 class DecisionFilterForm(FilterForm):
-    """Filters of the decisions history (GET)."""
+    """Filters of the decisions history (GET); the days are the viewer's time zone's."""
 
     state = forms.ChoiceField(
         required=False,
@@ -164,19 +166,30 @@ class DecisionFilterForm(FilterForm):
         choices=[("", "any decision"), *[(s, s.lower()) for s in ApprovalState.values[1:]]],
     )
     tool = forms.ChoiceField(required=False, label="Tool")
+    customer = forms.CharField(required=False, max_length=200, label="Customer")
+    requester = forms.CharField(required=False, max_length=150, label="Requested by")
     decided_by = forms.CharField(required=False, max_length=150, label="Decided by")
+    decided_from = DayField(label="Decided from", bound=day_start)
+    decided_to = DayField(label="Decided to", bound=day_end)
+    ranges = (("decided_from", "decided_to", DAYS_INVERTED),)
 
     def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.offer("tool", anything="any tool", values=tools)
 
     def filters(self) -> DecisionFilters:
-        """The valid filters (:meth:`~toolcalls.console.forms.FilterForm.applied`)."""
+        """The valid filters (:meth:`~toolcalls.console.forms.FilterForm.applied`); "to"
+        includes its whole day, both bound ``decided_at`` as UTC instants."""
         data = self.applied()
+        start, end = data.get("decided_from"), data.get("decided_to")
         return DecisionFilters(
             state=data.get("state", ""),
             tool=data.get("tool", ""),
+            customer=data.get("customer", "").strip(),
+            requester=data.get("requester", "").strip(),
             decided_by=data.get("decided_by", "").strip(),
+            decided_from=day_start(start) if start else None,
+            decided_to=day_end(end) if end else None,
         )
 
 

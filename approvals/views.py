@@ -111,11 +111,10 @@ def _queue_context(request: AuthenticatedHttpRequest) -> dict[str, Any]:
 def decisions(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Who decided what, when, with what reason: newest first, keyset-paged."""
     form = DecisionFilterForm(request.GET or None, tools=filter_choices(user=request.user).tools)
-    filters = form.filters()
     page = selectors.approvals_decided(
-        user=request.user, filters=filters, cursor=request.GET.get("after")
+        user=request.user, filters=form.filters(), cursor=request.GET.get("after")
     )
-    context = {"form": form, "page": page, "filters": filters.query()}
+    context = {"form": form, "page": page, "filters": form.query()}
     return render(request, "approvals/decisions.html", context)
 
 

@@ -128,6 +128,10 @@ class FilterForm(forms.Form):
             # Each filter takes one value (the last sent, as a widget reads a query string).
             self.data = {name: self.data[name] for name in self.data if name not in self.errors}
 
+    def query(self) -> dict[str, str]:
+        """The valid filters as query-string parameters (for links to the other pages)."""
+        return {name: str(value) for name, value in self.applied().items() if value}
+
     def not_understood(self) -> list[str]:
         """The labels of the fields ignored for an error of Django's, in the form's order."""
         return [label for label, why in self._ignored() if not why]
@@ -149,6 +153,42 @@ class FilterForm(forms.Form):
         ]
 
 
+def day_start(day: date) -> datetime:
+    """The first instant of ``day`` in the current time zone, in UTC. Raises ``OverflowError``
+    when that instant is outside the years 1 to 9999 in UTC (a day at the calendar's edge)."""
+    start = datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+    return start.astimezone(UTC)
+
+
+def day_end(day: date) -> datetime:
+    """The first instant after ``day`` (the next day's start), in UTC. Raises ``OverflowError``
+    as :func:`day_start` does, and for the calendar's last day."""
+    return day_start(day + timedelta(days=1))
+
+
+class DayField(forms.DateField):
+    """A day in the viewer's time zone, entered with a date picker; refused when ``bound``
+    (:func:`day_start` or :func:`day_end`) gives it no instant (a day at the calendar's
+    edge). The cleaned value is the day, ``bound(day)`` the UTC instant a filter compares."""
+
+    def __init__(self, *, label: str, bound: Callable[[date], datetime]) -> None:
+        super().__init__(
+            required=False, label=label, widget=forms.DateInput(attrs={"type": "date"})
+        )
+        self.bound = bound
+
+    def clean(self, value: Any) -> date | None:
+        day: date | None = super().clean(value)
+        if day is not None:
+            try:
+                self.bound(day)
+            except OverflowError:
+                raise forms.ValidationError(
+                    "This day is too far in the past or the future."
+                ) from None
+        return day
+
+
 class OperationFilterForm(FilterForm):
     """Filters of the operations list (GET); dates are days in the viewer's time zone."""
 
@@ -165,22 +205,12 @@ class OperationFilterForm(FilterForm):
         label="Agent",
         help_text="A profile's name, or name@revision.",
     )
-    created_from = forms.DateField(
-        required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"})
-    )
-    created_to = forms.DateField(
-        required=False, label="Created to", widget=forms.DateInput(attrs={"type": "date"})
-    )
+    created_from = DayField(label="Created from", bound=day_start)
+    created_to = DayField(label="Created to", bound=day_end)
 
     def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.offer("tool", anything="any tool", values=tools)
-
-    def clean_created_from(self) -> date | None:
-        return _searchable(self.cleaned_data["created_from"], _day_start)
-
-    def clean_created_to(self) -> date | None:
-        return _searchable(self.cleaned_data["created_to"], _day_end)
 
     def filters(self) -> OperationFilters:
         """The valid filters (:meth:`FilterForm.applied`); "to" includes its whole day. The
@@ -192,37 +222,9 @@ class OperationFilterForm(FilterForm):
             tool=data.get("tool", ""),
             customer=data.get("customer", "").strip(),
             agent=data.get("agent", "").strip(),
-            created_from=_day_start(start) if start else None,
-            created_to=_day_end(end) if end else None,
+            created_from=day_start(start) if start else None,
+            created_to=day_end(end) if end else None,
         )
-
-    def query(self) -> dict[str, str]:
-        """The valid filters as query-string parameters (for links to the next page)."""
-        return {name: str(value) for name, value in self.applied().items() if value}
-
-
-def _day_start(day: date) -> datetime:
-    """The first instant of ``day`` in the current time zone, in UTC. Raises ``OverflowError``
-    when that instant is outside the years 1 to 9999 in UTC (a day at the calendar's edge)."""
-    start = datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
-    return start.astimezone(UTC)
-
-
-def _day_end(day: date) -> datetime:
-    """The first instant after ``day`` (the next day's start), in UTC. Raises ``OverflowError``
-    as :func:`_day_start` does, and for the calendar's last day."""
-    return _day_start(day + timedelta(days=1))
-
-
-def _searchable(day: date | None, bound: Callable[[date], datetime]) -> date | None:
-    """``day`` (or ``None``) when ``bound`` (:func:`_day_start`, :func:`_day_end`) gives its
-    instant. Raises ``ValidationError`` for a day at the calendar's edge, whose instant is none."""
-    if day is not None:
-        try:
-            bound(day)
-        except OverflowError:
-            raise forms.ValidationError("This day is too far in the past or the future.") from None
-    return day
 
 
 class SettingsForm(forms.Form):
