@@ -270,3 +270,28 @@ def test_the_trace_exporters_taken_are_the_ones_a_process_sets_up() -> None:
     from config.settings.base import TRACE_EXPORTERS
 
     assert set(TRACE_EXPORTERS) == {*_EXPORTERS, "none"}
+
+
+def test_a_web_server_without_collected_static_files_stops_saying_what_to_run(
+    tmp_path: Path,
+) -> None:
+    """Production serves static files from ``collectstatic``'s manifest: without it every page
+    (the error pages too) would be a 500 while the health checks say ready."""
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "x" * 64,
+        "DATABASE_URL": "postgres://callgate:callgate@127.0.0.1:5432/callgate",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "STATIC_ROOT": str(tmp_path),
+    }
+    environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    ran = subprocess.run(
+        [sys.executable, *_PROCESSES["web"]], cwd=REPO, env=environment, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 4, ran.stderr  # gunicorn: "App failed to load", the master stops
+    assert "Traceback" not in ran.stderr, ran.stderr
+    [refusal] = [line for line in ran.stderr.splitlines() if line.startswith("Callgate cannot")]
+    assert refusal.startswith(f"Callgate cannot start: STATIC_ROOT={tmp_path}: ")
+    assert "manage.py collectstatic" in refusal

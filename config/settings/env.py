@@ -70,12 +70,29 @@ APP_LOAD_ERROR = 4
 def server_setup() -> None:
     """``django.setup()`` for a web server's entry point (``config.wsgi``, ``config.asgi``): a
     refused value ends the process with :data:`CANNOT_START`'s one line and
-    :data:`APP_LOAD_ERROR`, instead of a traceback in every worker the server boots."""
+    :data:`APP_LOAD_ERROR`, instead of a traceback in every worker the server boots; so does a
+    static files manifest that is not there (:func:`_static_files_collected`)."""
     try:
         django.setup(set_prefix=False)
+        _static_files_collected()
     except SettingRefused as error:
         sys.stderr.write(CANNOT_START.format(error) + "\n")
         sys.exit(APP_LOAD_ERROR)
+
+
+def _static_files_collected() -> None:
+    """Refuses ``STATIC_ROOT`` when static files are served from ``collectstatic``'s manifest
+    (production) and it holds none: every page, the error pages too, would be a 500 while the
+    health checks said ready."""
+    from django.conf import settings
+    from django.contrib.staticfiles.storage import ManifestFilesMixin
+    from django.core.files.storage import storages
+
+    storage = storages["staticfiles"]
+    if isinstance(storage, ManifestFilesMixin) and not storage.exists(storage.manifest_name):
+        manifest = storage.manifest_name
+        expected = f"the directory manage.py collectstatic filled (no {manifest} there)"
+        raise refused("STATIC_ROOT", str(settings.STATIC_ROOT), expected)
 
 
 def refused(name: str, value: str | None, expected: str) -> SettingRefused:
