@@ -1,6 +1,7 @@
 """The decisions history filters by customer, requester and the days decided (the viewer's
 days, "to" included whole), as the other lists filter: each value not understood is named and
-ignored, a first day after the last says why, and the next pages keep the filters."""
+ignored, a first day after the last says why, and the next pages keep the filters. Its rows
+show the tool and the amount as the queue's do, from the same cells."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from approvals.forms import DecisionFilterForm
 from approvals.models import ApprovalRequest
-from tests.factories import ApprovalRequestFactory, OperationFactory
+from tests.factories import ApprovalRequestFactory, OperationFactory, pending_approval
 from toolcalls.models import Tenant
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -148,3 +149,41 @@ def test_the_next_pages_keep_the_filters(demo: Any, support: Client) -> None:
     second = support.get(reverse("approvals:decisions") + href).content.decode()
     assert second.count('data-label="When"') == 1
     assert re.search(r'href="\?customer=cus_1001&amp;[^"]*"[^>]*data-testid="first-page"', second)
+
+
+def test_the_history_shows_the_tool_and_amount_cells_of_the_queue(
+    demo: Any, support: Client
+) -> None:
+    summary = [["customer", "cus_1001"], ["currency", "EUR"]]
+    decided = _decided(
+        demo.tenant,
+        customer="cus_1001",
+        requester="requester",
+        decided_at=timezone.now(),
+        tool_name="create_refund_draft",
+        risk="write",
+        amount_cents=4999,
+        summary=summary,
+    )
+    pending = pending_approval(
+        demo.tenant,
+        tool_name="create_refund_draft",
+        risk="write",
+        amount_cents=4999,
+        summary=summary,
+    )
+    cells = (
+        r'<td data-label="Tool"><code>create_refund_draft</code> '
+        r'<span class="risk write">write</span></td>\s*'
+        r'<td data-label="Amount" class="num"><bdi>49.99 EUR</bdi></td>'
+    )
+    history = _page(support, {})
+    client = Client()
+    assert client.login(username="operator", password="operator-demo-pass")
+    queue = client.get(reverse("approvals:queue")).content.decode()
+    assert decided.public_id in history and pending.public_id in queue
+    assert re.search(cells, history) and re.search(cells, queue)
+    assert '<th scope="col">Tool</th><th scope="col">Amount</th>' in history
+    # The currency is the tool's summary's, not the console's: shown as text from elsewhere.
+    ApprovalRequest.objects.filter(pk=decided.pk).update(summary=[["currency", "EUR\u202e"]])
+    assert '49.99 EUR<span class="control" title="U+202E' in _page(support, {})
