@@ -3,6 +3,7 @@ the same code whichever endpoint meets it and whenever it is met."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -256,6 +257,45 @@ def test_a_body_whose_server_passed_no_content_type_is_415_saying_so(demo: DemoS
     assert error["message"].startswith("The request has a body but no Content-Type header;")
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; charset=latin-1",
+        "application/json; charset=bogus",
+        "*/*",
+        "application/*",
+    ],
+)
+def test_a_body_not_declared_as_utf_8_json_is_415_and_not_read(
+    client: APIClient, content_type: str
+) -> None:
+    """A charset other than UTF-8 would be decoded as declared (UTF-8 text read as latin-1:
+    "café" stored as "cafÃ©"); a media range matches any parser. Neither is read as JSON."""
+    body = support.create_body(input="Refund my café order, please.")
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    response = client.post(
+        f"{API}/operations", raw, content_type=content_type, HTTP_IDEMPOTENCY_KEY="typed"
+    )
+    error = error_of(response, 415, "unsupported_media_type")
+    assert error["message"].endswith(" Content-Type: application/json.")
+    if "charset" in content_type:
+        assert error["message"].startswith("A JSON body is read as UTF-8 (RFC 8259), not in")
+    assert not Operation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=UTF-8", 'application/json; charset="utf8"']
+)
+def test_json_declared_as_utf_8_is_read(client: APIClient, content_type: str) -> None:
+    body = support.create_body(input="Refund my café order, please.")
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    response = client.post(
+        f"{API}/operations", raw, content_type=content_type, HTTP_IDEMPOTENCY_KEY="utf-8"
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["input"] == "Refund my café order, please."
+
+
 def test_the_document_says_which_409_each_operation_action_answers() -> None:
     document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
     for action, codes in [
@@ -285,6 +325,7 @@ def test_the_document_says_what_406_and_415_mean() -> None:
     responses = document["paths"]["/api/v1/operations"]["post"]["responses"]
     assert "refuses them with `q=0`" in responses["406"]["description"]
     assert "without a `Content-Type` header" in responses["415"]["description"]
+    assert "a charset other than UTF-8" in responses["415"]["description"]
 
 
 # --- how long a reason may be --------------------------------------------------------------------

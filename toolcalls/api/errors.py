@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from toolcalls.api.negotiation import charset_refused
 from toolcalls.api.request_ids import current_request_id
 from toolcalls.errors import CallgateError
 
@@ -205,11 +206,19 @@ def _message(exc: Exception, code: str) -> str:
 
 def _media_message(request: Request) -> str:
     """A 415's message: that the body came without a ``Content-Type`` (the server passes none:
-    PEP 3333 leaves ``CONTENT_TYPE`` empty or out), or with which, and what to send."""
-    wanted = " or ".join(parser.media_type for parser in request.parsers)
+    PEP 3333 leaves ``CONTENT_TYPE`` empty or out), or in a charset other than UTF-8
+    (:func:`~toolcalls.api.negotiation.charset_refused`), or with which, and what to send."""
+    types = [parser.media_type for parser in request.parsers]
+    wanted = " or ".join(types)
     sent = request.content_type.strip()
     if not sent:
         return f"The request has a body but no Content-Type header; send Content-Type: {wanted}."
+    charset = charset_refused(sent)
+    if charset is not None and sent.split(";", 1)[0].strip().lower() in types:
+        return (
+            f'A JSON body is read as UTF-8 (RFC 8259), not in charset "{charset}"; send it in '
+            f"UTF-8 with Content-Type: {wanted}."
+        )
     return f'Unsupported media type "{sent}" in request; send Content-Type: {wanted}.'
 
 

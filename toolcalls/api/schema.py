@@ -193,7 +193,8 @@ STATUS_DESCRIPTIONS = {
     422: "The MCP server cannot be reached, or its tool listing cannot be used; nothing was saved.",
     413: "The body is larger than this API accepts.",
     415: "The body came without a `Content-Type` header, or with another than "
-    "`application/json`; the message says which and what to send.",
+    "`application/json` (a media range such as `*/*` too), or declared in a charset other than "
+    "UTF-8; the message says which and what to send. Nothing was read.",
     429: "Over the key's rate limit: retry after `Retry-After` seconds.",
     500: "A bug on our side; it was logged under the `Request-Id`.",
     503: "Not ready: retry after `Retry-After` seconds.",
