@@ -50,6 +50,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.login_throttle.LoginThrottleMiddleware",
     "toolcalls.console.middleware.ViewerTimezoneMiddleware",
     "toolcalls.console.middleware.UnsentFormMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -140,6 +141,10 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "approvals:queue"
 LOGOUT_REDIRECT_URL = "login"
+# Failed sign-ins (console and admin) for one user name from one address within the window
+# (seconds) after which its sign-ins answer 429 until the oldest leaves it (config.login_throttle).
+CALLGATE_LOGIN_FAILURES = 10
+CALLGATE_LOGIN_WINDOW_S = 900
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
