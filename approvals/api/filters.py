@@ -12,6 +12,7 @@ when it is the tenant's.
 from __future__ import annotations
 
 from approvals.models import ApprovalRequest
+from approvals.states import ApprovalState
 from toolcalls import registry
 from toolcalls.models import Operation, Tenant
 from toolcalls.remote.models import RemoteTool
@@ -26,8 +27,11 @@ def approval_tool_names(*, tenant: Tenant) -> list[str]:
 
 
 def approvals_of_tool_exist(*, tenant: Tenant, name: str) -> bool:
-    """Whether any of ``tenant``'s approvals, in any state, is of tool ``name``. One query."""
-    return ApprovalRequest.objects.filter(tenant=tenant, tool_name=name).exists()
+    """Whether any of ``tenant``'s approvals, in any state, is of tool ``name``. One query,
+    through index ``approval_tool_queue`` (state, tool name) with every state named: a probe per
+    state, where a query naming no state would read the whole index for a name none has."""
+    states = list(ApprovalState.values)
+    return ApprovalRequest.objects.filter(tenant=tenant, state__in=states, tool_name=name).exists()
 
 
 def tenant_operation_pk(*, tenant: Tenant, public_id: str) -> int | None:

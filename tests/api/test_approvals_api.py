@@ -159,6 +159,18 @@ def test_the_tool_filter_takes_every_tool_the_tenant_has_had(
     assert "theirs__secret" not in fields_of(error)["tool"][0]
 
 
+def test_a_tool_name_no_approval_holds_is_looked_up_by_state_and_name(
+    requester: APIClient,
+) -> None:
+    """The lookup behind a refused name names every state, so it probes index
+    ``approval_tool_queue`` (state, tool name) once a state instead of reading all of it: a
+    bogus name costs a tenant with a million approvals nothing more than one with none."""
+    with CaptureQueriesContext(connection) as captured:
+        error_of(get(requester, "/approvals", {"tool": "nope"}), 400, "invalid_request")
+    [lookup] = [q["sql"] for q in captured.captured_queries if '"tool_name" =' in q["sql"]]
+    assert '"approvals_approvalrequest"."state" IN' in lookup, lookup
+
+
 def test_an_operation_filter_names_one_of_the_tenant_s_operations(requester: APIClient) -> None:
     operation_id, approval = _parked(requester)
     listed = get(requester, "/approvals", {"operation": operation_id}).json()["results"]
