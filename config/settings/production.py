@@ -10,6 +10,8 @@ DATABASES = {"default": database("DATABASE_URL")}
 CELERY_BROKER_URL = env.broker("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = False
 LOGGING = logging_config(log_format("json"), LOG_LEVEL)  # noqa: F405
+# No demo users with the README's passwords in a production database (demo_setup and the like).
+CALLGATE_DEMO_SEED = False
 
 # gunicorn serves static files itself through WhiteNoise (after `collectstatic`).
 MIDDLEWARE.insert(  # noqa: F405

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 
 from providers.fake_server import ReplayServer
 from providers.families import ADAPTERS
@@ -311,3 +313,22 @@ def test_the_fake_provider_refuses_directories_without_scenarios(tmp_path: Path)
     refused = f"^{re.escape(str(tmp_path))}: no scenario files \\(\\*\\.json\\) in it$"
     with pytest.raises(CommandError, match=refused):
         _run("fake_provider", "--port", "8191", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo_setup"],
+        ["demo_refund", "--approve"],
+        ["run_scenario", str(bundled_path(family="openai_responses", name="refund_approve"))],
+    ],
+)
+def test_the_demo_commands_refuse_production_settings(command: list[str]) -> None:
+    """They create the demo's users with the passwords the README prints: never in a production
+    database, where those would be logins anyone can use."""
+    with (
+        override_settings(CALLGATE_DEMO_SEED=False),
+        pytest.raises(CommandError, match="production settings"),
+    ):
+        _run(*command)
+    assert not get_user_model().objects.filter(username__in=["operator", "requester"]).exists()

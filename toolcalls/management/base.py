@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from config.observability import tracing_setup
@@ -32,6 +33,17 @@ class CallgateCommand(BaseCommand):
             message = f"no tenant {slug!r}; a superuser adds tenants in the admin (/admin/)"
             raise CommandError(message)
         return tenant
+
+
+def demo_seed_allowed(command: str) -> None:
+    """Ends ``command`` when the settings say ``CALLGATE_DEMO_SEED = False`` (production's): the
+    demo's commands seed its tenant and users with the dev passwords the README prints, which
+    in a production database would be logins anyone can use."""
+    if not getattr(settings, "CALLGATE_DEMO_SEED", True):
+        raise CommandError(
+            f"{command} seeds the demo's users with the passwords the README prints; production "
+            "settings refuse it (run the demo with config.settings.local and its own database)"
+        )
 
 
 def whole_number(*, low: int, high: int, unit: str = "") -> Callable[[str], int]:

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from toolcalls.demo.runner import RunOptions, printable, scenario_run, summary
-from toolcalls.management.base import CallgateCommand
+from toolcalls.management.base import CallgateCommand, demo_seed_allowed
 
 
 class ScenarioCommand(CallgateCommand):
@@ -19,6 +19,10 @@ class ScenarioCommand(CallgateCommand):
         choice.add_argument("--approve", action="store_true", help="act as the operator: approve")
         choice.add_argument("--deny", action="store_true", help="act as the operator: deny")
         parser.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        demo_seed_allowed(self.__module__.rpartition(".")[2])
+        return super().execute(*args, **options)
 
     def run(
         self, *, path: Path, options: dict[str, Any], expect: str | None, as_json: bool

@@ -7,7 +7,7 @@ from django.core.management.base import CommandError, CommandParser
 from toolcalls.demo.runner import RunOptions, ScenarioTimeout, scenario_run
 from toolcalls.demo.scenario import bundled_path
 from toolcalls.demo.services import demo_seed
-from toolcalls.management.base import CallgateCommand
+from toolcalls.management.base import CallgateCommand, demo_seed_allowed
 
 
 class Command(CallgateCommand):
@@ -19,6 +19,7 @@ class Command(CallgateCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        demo_seed_allowed("demo_setup")
         seed = demo_seed()
         self.stdout.write(f"Demo tenant: {seed.tenant.slug}. Users (dev passwords):")
         for username, password in seed.passwords.items():
