@@ -20,7 +20,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
+from django.core.validators import validate_slug
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -169,12 +171,19 @@ class Command(CallgateCommand):
         for name in ("pending_per_operation", "decided_per_operation", "batch_size"):
             if options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
+        slug = options["tenant"]
+        try:
+            validate_slug(slug)
+        except ValidationError:
+            message = f"--tenant {slug!r}: a tenant slug (letters, digits, - and _)"
+            raise CommandError(message) from None
+        # The users first: a refusal creates no tenant.
+        requested_by = self._user(options["requested_by"])
+        decided_by = self._user(options["decided_by"]) if options["decided"] else None
         seeder = _Seeder(
-            tenant=Tenant.objects.get_or_create(
-                slug=options["tenant"], defaults={"name": options["tenant"]}
-            )[0],
-            requested_by=self._user(options["requested_by"]),
-            decided_by=self._user(options["decided_by"]) if options["decided"] else None,
+            tenant=Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})[0],
+            requested_by=requested_by,
+            decided_by=decided_by,
             tool=options["tool"],
             ttl=timedelta(seconds=options["ttl_s"] or settings.CALLGATE_APPROVAL_TTL_S),
             rng=random.Random(options["random_seed"]),
