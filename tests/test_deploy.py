@@ -107,6 +107,21 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
         )
         answer = opener.open(scrape)
         assert answer.status == 200 and b"callgate_operations" in answer.read()
+        # A kubelet probes, and Prometheus scrapes, the process's own address: its Host is that
+        # address, which ALLOWED_HOSTS does not list. Those paths answer; the others stay 400.
+        by_address = {"Host": f"10.1.2.3:{port}"}
+        for probe_path in ("/api/v1/health/live", "/api/v1/health/ready"):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}{probe_path}", headers=by_address
+            )
+            assert opener.open(request).status == 200, probe_path
+        scrape.headers["Host"] = by_address["Host"]
+        assert opener.open(scrape).status == 200
+        console = urllib.request.Request(
+            f"http://127.0.0.1:{port}/login/", headers={**by_address, "X-Forwarded-Proto": "https"}
+        )
+        with pytest.raises(urllib.error.HTTPError, match="400"):
+            opener.open(console)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -24,6 +24,8 @@ SECURE_SSL_REDIRECT = env.boolean("SECURE_SSL_REDIRECT", default=True)
 # X-Forwarded-Proto): answered where they ask. A redirect to HTTPS would fail the scrape, and a
 # probe counting any 3xx as success would never see the process unready.
 SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/(live|ready)$", r"^metrics$"]
+# ... and by the process's address, a Host ALLOWED_HOSTS does not list (config.probes).
+MIDDLEWARE.insert(0, "config.probes.ProbeHostMiddleware")  # noqa: F405
 SECURE_HSTS_SECONDS = env.whole("SECURE_HSTS_SECONDS", default=31_536_000, low=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
