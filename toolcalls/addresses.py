@@ -68,10 +68,24 @@ def _host_name_check(hostname: str, url: str) -> None:
 def _public_only(host: str, port: int) -> None:
     """Raise :class:`UrlRefused` unless every address ``host`` resolves to is public;
     ``OSError`` when it does not resolve."""
-    for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP):
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if not _is_public(address):
-            raise UrlRefused(f"{host} resolves to {address}, which is not a public address")
+    public_address(host, port)
+
+
+def public_address(host: str, port: int) -> str:
+    """The first address ``host`` resolves to for TCP on ``port``, once every address it
+    resolves to is public (:func:`address_public`). Raises :class:`UrlRefused` when one is not;
+    ``OSError`` when ``host`` does not resolve."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    for info in infos:
+        if not address_public(str(info[4][0])):
+            raise UrlRefused(f"{host} resolves to {info[4][0]}, which is not a public address")
+    return str(infos[0][4][0])
+
+
+def address_public(address: str) -> bool:
+    """Whether the IP address ``address`` (text, an IPv6 zone allowed) is public, as
+    :func:`url_check` requires every address of a host to be."""
+    return _is_public(ipaddress.ip_address(address.split("%", 1)[0]))
 
 
 def _is_public(address: _IPAddress) -> bool:

@@ -39,6 +39,7 @@ from urllib3.exceptions import NewConnectionError
 
 from toolcalls.addresses import UrlRefused, url_check
 from toolcalls.binding import InexactJson, exact_json_loads
+from toolcalls.outbound import public_session, request_pinned
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 
 T = TypeVar("T")
@@ -304,13 +305,18 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
     that raises :class:`RemoteBadReply`, recorded in ``phase``. Replies are asked for
     uncompressed and one that comes compressed anyway is refused the same way: the limit
     counts what is read, and a small compressed body may expand without bound. Requests go
-    through ``proxy`` when given."""
+    through ``proxy`` when given; else, with ``pinned``, each to the public address its host
+    resolves to at that moment (:func:`toolcalls.outbound.request_pinned`), a host that resolves
+    to any other being :class:`RemoteUnavailable` with nothing sent."""
 
-    def __init__(self, phase: _Phase, proxy: str | None) -> None:
+    def __init__(self, phase: _Phase, proxy: str | None, *, pinned: bool) -> None:
         self._network = httpx2.AsyncHTTPTransport(proxy=proxy)
         self._phase = phase
+        self._pinned = pinned and proxy is None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._pinned:
+            request = await _pinned(request)
         request.headers["Accept-Encoding"] = "identity"
         kept = bytearray() if _tool_call(request) else None
         response = await self._network.handle_async_request(request)
@@ -330,6 +336,15 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._network.aclose()
+
+
+async def _pinned(request: httpx2.Request) -> httpx2.Request:
+    try:
+        return await request_pinned(request)
+    except UrlRefused as exc:
+        raise RemoteUnavailable(str(exc)) from exc
+    except OSError as exc:
+        raise RemoteUnavailable(f"cannot resolve the host: {exc}") from exc
 
 
 class _LimitedBody(httpx2.AsyncByteStream):
@@ -374,7 +389,11 @@ def _mcp(
                     headers=dict(address.headers),
                     timeout=timeout_s,
                     follow_redirects=False,
-                    transport=_ReplyLimit(phase, _proxy(address.url)),
+                    transport=_ReplyLimit(
+                        phase,
+                        _proxy(address.url),
+                        pinned=not settings.CALLGATE_REMOTE_ALLOW_PRIVATE,
+                    ),
                 ) as http,
                 Client(_transport(address, http), cache=None) as client,
             ):
@@ -459,7 +478,8 @@ def http_post(
         **({"Idempotency-Key": key} if key else {}),
     }
     status, reply = _http(
-        lambda: requests.post(url, data=raw, headers=signed, timeout=timeout_s, **_NO_FOLLOW)
+        lambda http: http.post(url, data=raw, headers=signed, timeout=timeout_s, **_NO_FOLLOW),
+        timeout_s=timeout_s,
     )
     if 200 <= status < 300:
         return _json_object(reply)
@@ -490,7 +510,8 @@ def http_get(
     }
     params = {"idempotency_key": key, "tenant_ref": tenant_ref}
     status, reply = _http(
-        lambda: requests.get(url, params=params, headers=signed, timeout=timeout_s, **_NO_FOLLOW)
+        lambda http: http.get(url, params=params, headers=signed, timeout=timeout_s, **_NO_FOLLOW),
+        timeout_s=timeout_s,
     )
     try:
         return status, _json_object(reply)
@@ -502,12 +523,18 @@ def http_get(
 _NO_FOLLOW: dict[str, Any] = {"allow_redirects": False, "stream": True}
 
 
-def _http(send: Callable[[], requests.Response]) -> tuple[int, bytes]:
-    """(status, body) of one exchange; the body read up to the reply limit."""
-    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
+def _http(
+    send: Callable[[requests.Session], requests.Response], *, timeout_s: float
+) -> tuple[int, bytes]:
+    """(status, body) of one exchange ``send`` makes on a session that connects only where the
+    address rules allow (:func:`toolcalls.outbound.public_session`); the body read up to the
+    reply limit, and whole within ``timeout_s`` of the start (the session's ``timeout`` bounds
+    each wait for bytes, so a reply dripping in would otherwise have no end)."""
+    deadline = time.monotonic() + timeout_s
     try:
-        with send() as response:
-            body = response.raw.read(limit + 1, decode_content=True)
+        allow_private = settings.CALLGATE_REMOTE_ALLOW_PRIVATE
+        with public_session(allow_private=allow_private) as http, send(http) as response:
+            body = _body(response, deadline)
             status = response.status_code
     except requests.ConnectionError as exc:
         if isinstance(exc, requests.ConnectTimeout) or _refused(exc):
@@ -517,9 +544,29 @@ def _http(send: Callable[[], requests.Response]) -> tuple[int, bytes]:
         raise RemoteLost("no answer within the tool's timeout") from exc
     except (requests.RequestException, OSError) as exc:
         raise RemoteLost(f"{type(exc).__name__}: {exc}") from exc
+    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
     if len(body) > limit:
         raise RemoteBadReply(f"the reply is larger than {limit} bytes")
     return status, body
+
+
+def _body(response: requests.Response, deadline: float) -> bytes:
+    """``response``'s body (decoded), up to one byte past the reply limit, as it arrives;
+    :class:`RemoteLost` once ``deadline`` (``time.monotonic``) passes before its end."""
+    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
+    body = bytearray()
+    while len(body) <= limit:
+        chunk = response.raw.read1(min(_CHUNK_BYTES, limit + 1 - len(body)), decode_content=True)
+        if not chunk:
+            break
+        body += chunk
+        if time.monotonic() > deadline:
+            raise RemoteLost("no answer within the tool's timeout")
+    return bytes(body)
+
+
+#: The most of a reply read at once, bytes.
+_CHUNK_BYTES = 65_536
 
 
 def _refused(exc: requests.ConnectionError) -> bool:

@@ -37,6 +37,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from toolcalls.addresses import UrlRefused
+from toolcalls.outbound import public_session
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 from toolcalls.telemetry import metrics
 from toolcalls.webhooks import wakeups
@@ -153,15 +154,20 @@ def _send(claim: _Claim) -> _Outcome:
         SIGNATURE_HEADER: sign(secret=claim.secret, body=claim.body, timestamp=int(time.time())),
     }
     try:
-        # No redirects: a redirect could point at an address the check above refuses.
-        with requests.post(
-            claim.url,
-            data=claim.body,
-            headers=headers,
-            timeout=settings.CALLGATE_WEBHOOK_TIMEOUT_S,
-            allow_redirects=False,
-            stream=True,
-        ) as response:
+        # No redirects: a redirect could point at an address the check above refuses. The
+        # session holds the address connected to to the same rule (DNS rebinding).
+        allow_private = settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE
+        with (
+            public_session(allow_private=allow_private) as http,
+            http.post(
+                claim.url,
+                data=claim.body,
+                headers=headers,
+                timeout=settings.CALLGATE_WEBHOOK_TIMEOUT_S,
+                allow_redirects=False,
+                stream=True,
+            ) as response,
+        ):
             if 200 <= response.status_code < 300:
                 return _Outcome(status=response.status_code, error="")
             snippet = response.raw.read(_BODY_SNIPPET_BYTES, decode_content=True)
