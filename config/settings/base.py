@@ -214,6 +214,9 @@ CALLGATE_API_IN_FLIGHT_S = env.whole("CALLGATE_API_IN_FLIGHT_S", default=300, lo
 # would spin its thread's CPU: both are above 0.
 CALLGATE_API_STREAM_POLL_S = env.number("CALLGATE_API_STREAM_POLL_S", default=1.0, above=0)
 CALLGATE_API_STREAM_MAX_S = env.number("CALLGATE_API_STREAM_MAX_S", default=300.0, above=0)
+# Event streams one API key may hold open at once (each holds a web thread): beyond, 429
+# too_many_streams. Counted in the default cache (CACHE_URL; Redis to count across processes).
+CALLGATE_API_STREAMS_PER_KEY = env.whole("CALLGATE_API_STREAMS_PER_KEY", default=4, low=1)
 
 # --- Celery -------------------------------------------------------------------------------------
 # An empty broker URL means "no broker" (the embedded demo): tasks run in-process, after the commit

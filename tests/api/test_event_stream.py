@@ -213,3 +213,34 @@ def test_refusals_are_json_in_the_one_shape(demo: DemoSeed, eager_tasks: None) -
     blank = client.get(path, HTTP_ACCEPT="text/event-stream", HTTP_LAST_EVENT_ID=" ")
     error_of(blank, 400, "invalid_request")
     error_of(other.get(path, HTTP_ACCEPT="text/event-stream"), 404, "not_found")
+
+
+def test_a_key_holds_so_many_streams_at_once(
+    demo: DemoSeed, settings: Any, eager_tasks: None
+) -> None:
+    """Each open stream holds a web thread: one key holds at most
+    CALLGATE_API_STREAMS_PER_KEY; one more is 429 ``too_many_streams`` with ``Retry-After``,
+    another key is not held back, and a stream closed (read or not) frees its slot."""
+    settings.CALLGATE_API_STREAMS_PER_KEY = 2
+    cache.clear()
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    other, _ = keyed_client(demo.tenant, READ)
+    path = f"{API}/operations/{create(client)['id']}/events/stream"
+    first, second = (client.get(path, HTTP_ACCEPT="text/event-stream") for _ in range(2))
+    assert first.status_code == second.status_code == 200
+    refused = client.get(path, HTTP_ACCEPT="text/event-stream")
+    error = error_of(refused, 429, "too_many_streams")
+    assert "CALLGATE_API_STREAMS_PER_KEY" in error["message"]
+    assert refused["Retry-After"] == "5"
+    elsewhere = other.get(path, HTTP_ACCEPT="text/event-stream")
+    assert elsewhere.status_code == 200
+    elsewhere.close()
+    first.close()  # never read: its slot is free all the same
+    third = client.get(path, HTTP_ACCEPT="text/event-stream")
+    assert third.status_code == 200
+    assert next(iter(third.streaming_content)) == b"retry: 1000\n\n"
+    for response in (second, third):
+        response.close()
+    again = client.get(path, HTTP_ACCEPT="text/event-stream")
+    assert again.status_code == 200
+    again.close()

@@ -14,16 +14,24 @@ time between reads where nothing is published (no Redis: the embedded demo). A s
 ``CALLGATE_API_STREAM_MAX_S`` seconds; then it closes and the client reconnects with
 ``Last-Event-ID``, as EventSource does by itself. A comment line every ``KEEPALIVE_S`` seconds
 keeps proxies from closing an idle stream.
+
+Each open stream holds a web thread, so one API key holds at most
+``CALLGATE_API_STREAMS_PER_KEY`` streams at once (:func:`stream_slot_take`): slots in the
+default cache, each taken with an atomic ``add`` and given back when its stream closes; a slot
+whose process died frees itself when its stream would have ended anyway. With the default cache
+(process memory) each web process counts on its own; set ``CACHE_URL`` to Redis to count across
+them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 
 from approvals.models import ApprovalRequest
@@ -57,9 +65,55 @@ def sse(*, event: str, data: Any, event_id: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def operation_stream(*, operation_pk: int, after: int) -> Iterator[bytes]:
+def stream_slot_take(*, key_pk: int) -> str | None:
+    """One of the ``CALLGATE_API_STREAMS_PER_KEY`` stream slots of API key ``key_pk`` (its
+    cache key), or ``None`` when every one is taken. Give it back with
+    :func:`operation_stream`'s ``slot`` (when the stream closes) or :func:`stream_slot_give`."""
+    hold_s = settings.CALLGATE_API_STREAM_MAX_S + _SLOT_MARGIN_S
+    for number in range(settings.CALLGATE_API_STREAMS_PER_KEY):
+        slot = f"callgate:stream:{key_pk}:{number}"
+        if cache.add(slot, True, timeout=hold_s):
+            return slot
+    return None
+
+
+def stream_slot_give(slot: str) -> None:
+    """Give back a slot :func:`stream_slot_take` took."""
+    cache.delete(slot)
+
+
+#: Seconds a slot outlives the longest stream: the time to close one.
+_SLOT_MARGIN_S = 30
+
+
+def operation_stream(*, operation_pk: int, after: int, slot: str) -> Iterator[bytes]:
     """The operation's events after sequence ``after``, then ``end`` once it has ended; stops
-    after ``CALLGATE_API_STREAM_MAX_S`` seconds."""
+    after ``CALLGATE_API_STREAM_MAX_S`` seconds. ``slot`` (:func:`stream_slot_take`) is given
+    back when the stream is closed (the response's end, or the client gone), read or not."""
+    return _SlotHeld(_events_stream(operation_pk, after), slot)
+
+
+class _SlotHeld(Iterator[bytes]):
+    """``chunks``, giving ``slot`` back once closed (a generator not yet started would not run
+    its ``finally``: the server may close a response before reading it)."""
+
+    def __init__(self, chunks: Generator[bytes, None, None], slot: str) -> None:
+        self._chunks = chunks
+        self._slot: str | None = slot
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        try:
+            self._chunks.close()
+        finally:
+            if self._slot is not None:
+                stream_slot_give(self._slot)
+                self._slot = None
+
+
+def _events_stream(operation_pk: int, after: int) -> Generator[bytes, None, None]:
     yield b"retry: 1000\n\n"  # reconnect after a second when the stream closes early
     poll_s = settings.CALLGATE_API_STREAM_POLL_S
     with operation_watch(operation_pk=operation_pk, poll_s=poll_s) as wait:

@@ -57,7 +57,7 @@ from toolcalls.api.serializers import (
     ToolSettingsSerializer,
     TurnSerializer,
 )
-from toolcalls.api.streams import operation_stream
+from toolcalls.api.streams import operation_stream, stream_slot_take
 from toolcalls.models import (
     AgentRevision,
     AuditEvent,
@@ -986,13 +986,28 @@ class OperationEventStreamView(ApiView):
                 [examples.EVENT_STREAM],
             ),
             (400, JSONRenderer.media_type): ErrorSerializer,
+            (429, JSONRenderer.media_type): OpenApiResponse(
+                ErrorSerializer,
+                "`rate_limited`, or `too_many_streams`: the key already holds "
+                "CALLGATE_API_STREAMS_PER_KEY streams (`Retry-After`).",
+            ),
         },
     )
     def get(self, request: Request, public_id: str) -> StreamingHttpResponse:
         if not isinstance(request.accepted_renderer, EventStreamRenderer):
             raise exceptions.NotAcceptable("This endpoint answers in text/event-stream only.")
         operation = self.operation(public_id)
-        stream = operation_stream(operation_pk=operation.pk, after=_last_event_id(request))
+        after = _last_event_id(request)
+        slot = stream_slot_take(key_pk=self.key().pk)
+        if slot is None:
+            raise ApiError(
+                status.HTTP_429_TOO_MANY_REQUESTS,
+                "too_many_streams",
+                f"This API key has {settings.CALLGATE_API_STREAMS_PER_KEY} event streams open "
+                "(CALLGATE_API_STREAMS_PER_KEY); close one, or retry when one ends.",
+                headers={"Retry-After": str(_STREAM_RETRY_S)},
+            )
+        stream = operation_stream(operation_pk=operation.pk, after=after, slot=slot)
         response = StreamingHttpResponse(stream, content_type=EventStreamRenderer.media_type)
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # proxies pass each event on at once
@@ -1005,6 +1020,10 @@ class OperationEventStreamView(ApiView):
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+#: Seconds a client over its streams is told to wait (``Retry-After``).
+_STREAM_RETRY_S = 5
 
 
 def _last_event_id(request: Request) -> int:
