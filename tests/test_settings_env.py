@@ -198,6 +198,8 @@ def test_a_tool_module_missing_one_of_its_own_imports_fails_as_it_is(tmp_path: P
         ("CALLGATE_API_RATE", "600/week", "requests per period"),
         ("CELERY_BROKER_URL", "notaurl", "a broker URL"),
         ("OTEL_TRACES_EXPORTER", "jaeger", "each one of otlp, console, none"),
+        ("ALLOWED_HOSTS", " , ", "comma-separated, at least 1"),  # every request would be 400
+        ("SESSION_COOKIE_AGE", "0", "a whole number, at least 60"),
         # Known once the apps load.
         ("CALLGATE_TOOL_MODULES", "nosuchmod", "importable modules; no nosuchmod"),
     ],
@@ -295,3 +297,12 @@ def test_a_web_server_without_collected_static_files_stops_saying_what_to_run(
     [refusal] = [line for line in ran.stderr.splitlines() if line.startswith("Callgate cannot")]
     assert refusal.startswith(f"Callgate cannot start: STATIC_ROOT={tmp_path}: ")
     assert "manage.py collectstatic" in refusal
+
+
+def test_a_console_sign_in_lasts_a_working_day_by_default() -> None:
+    """Django's default is two weeks; a sign-in that approves payments lasts 12 hours, from the
+    sign-in (``SESSION_COOKIE_AGE``)."""
+    from django.conf import settings
+
+    assert settings.SESSION_COOKIE_AGE == 12 * 3600
+    assert not settings.SESSION_SAVE_EVERY_REQUEST

@@ -21,7 +21,8 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 SECRET_KEY = env.text("SECRET_KEY", default="dev-only-insecure-key-change-me")
 DEBUG = env.boolean("DEBUG", default=False)
-ALLOWED_HOSTS = env.names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+# None would answer every request 400: a value naming no host is refused at start-up.
+ALLOWED_HOSTS = env.names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"], least=1)
 CSRF_TRUSTED_ORIGINS = env.names("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -142,6 +143,9 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "approvals:queue"
 LOGOUT_REDIRECT_URL = "login"
+# Seconds a console or admin sign-in lasts (from the sign-in, not the last request): a working
+# day, where Django's default is two weeks, for a console that approves irreversible payments.
+SESSION_COOKIE_AGE = env.whole("SESSION_COOKIE_AGE", default=12 * 3600, low=60)
 # Failed sign-ins (console and admin) for one user name from one address within the window
 # (seconds) after which its sign-ins answer 429 until the oldest leaves it (config.login_throttle).
 CALLGATE_LOGIN_FAILURES = 10

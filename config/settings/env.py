@@ -198,9 +198,17 @@ def choice(name: str, *, default: str, options: tuple[str, ...], fold: Callable[
     return read(name, parse, default=default)
 
 
-def names(name: str, *, default: list[str]) -> list[str]:
-    """A comma-separated list (blanks around each item dropped, empty items skipped)."""
-    return read(name, _items, default=default)
+def names(name: str, *, default: list[str], least: int = 0) -> list[str]:
+    """A comma-separated list (blanks around each item dropped, empty items skipped) of at
+    least ``least`` items."""
+
+    def parse(value: str) -> list[str]:
+        items = _items(value)
+        if len(items) < least:
+            raise ValueError(f"comma-separated, at least {least}")
+        return items
+
+    return read(name, parse, default=default)
 
 
 def _items(value: str) -> list[str]:
