@@ -43,3 +43,27 @@ def test_the_500_page_needs_nothing_but_static_files(settings) -> None:
     text = response.content.decode()
     assert response.status_code == 500
     assert "Something went wrong on our side" in text and "callgate.css" in text
+
+
+def test_a_request_that_cannot_be_read_is_the_consoles_400_page(demo, settings) -> None:
+    """Too many fields: Django refuses the request before any view; the page says nothing was
+    recorded, in the console's layout."""
+    settings.DEBUG = False
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    fields = {f"field{number}": "x" for number in range(10)}
+    response = _client("operator").post("/console/approvals/bulk/", fields)
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "<h1>Request not understood</h1>" in text and "callgate.css" in text
+    assert "nothing in it was recorded" in text
+
+
+def test_a_form_without_its_security_token_is_the_consoles_page(demo, settings) -> None:
+    settings.DEBUG = False
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username="operator", password="operator-demo-pass")
+    response = client.post("/console/approvals/bulk/", {"action": "approve"})
+    text = response.content.decode()
+    assert response.status_code == 403
+    assert "<h1>Form not accepted</h1>" in text and "Nothing was recorded" in text
+    assert "reload the page" in text and "callgate.css" in text
