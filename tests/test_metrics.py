@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import OperationalError
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -125,3 +126,23 @@ def test_counts_of_every_process_are_added_up(tmp_path, monkeypatch) -> None:
     assert status == 200
     assert 'callgate_webhook_deliveries_total{outcome="delivered"} 2.0' in text
     assert "# TYPE callgate_operations gauge" in text
+
+
+@override_settings(CALLGATE_METRICS_TOKEN=TOKEN)
+def test_a_scrape_with_the_database_out_of_reach_keeps_the_process_s_counters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The open-work gauges are read from the database; without it the scrape still answers
+    with this process's counters, ``callgate_open_work_read`` 0 (it was a 500)."""
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(Operation.objects, "filter", unreachable)
+    status, text = _scrape()
+    assert status == 200
+    assert "callgate_open_work_read 0.0" in text
+    assert "# TYPE callgate_operation_transitions_total counter" in text
+    assert "callgate_operations{" not in text
+    monkeypatch.undo()
+    assert "callgate_open_work_read 1.0" in _scrape()[1]

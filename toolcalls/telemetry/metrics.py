@@ -14,11 +14,13 @@ bucket boundaries), written the Prometheus way (dots as underscores, seconds).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import Count
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -30,6 +32,8 @@ from toolcalls.guards import tripped_guard
 from toolcalls.models import AuditEvent, Operation, ToolCall
 from toolcalls.states import CALL_FINISHED, OPERATION_ACTIVE, AuditKind, CallState, OperationState
 from toolcalls.telemetry import tracing
+
+log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -159,42 +163,64 @@ def webhook_delivery(*, outcome: str) -> None:
 class OpenWork(Collector):
     """Gauges of open work, read from the database at each scrape: operations in each
     non-ended state by API family, and calls waiting for a human by tool. Ended operations are
-    counted by ``callgate_operation_transitions`` instead (their number only grows)."""
+    counted by ``callgate_operation_transitions`` instead (their number only grows). With the
+    database out of reach they are left out of the scrape (the process's own counters are not),
+    and ``callgate_open_work_read`` says 0."""
 
     def describe(self) -> list[Metric]:
         return []  # nothing to query at registration
 
     def collect(self) -> Iterator[Metric]:
-        operations = GaugeMetricFamily(
-            "callgate_operations",
-            "Operations not yet ended, by state and API family.",
-            labels=["state", "family"],
+        read = GaugeMetricFamily(
+            "callgate_open_work_read",
+            "Whether the open-work gauges were read from the database at this scrape "
+            "(0: it did not answer, and they are left out).",
         )
-        rows = (
-            Operation.objects.filter(state__in=OPERATION_ACTIVE)
-            .values_list("state", "family")
-            .annotate(n=Count("pk"))
+        try:
+            gauges = [_operations_open(), _approvals_pending()]
+        except DatabaseError as exc:
+            log.warning("metrics: open work not read, the database did not answer: %s", exc)
+            read.add_metric([], 0)
+            yield read
+            return
+        read.add_metric([], 1)
+        yield from [*gauges, read]
+
+
+def _operations_open() -> GaugeMetricFamily:
+    operations = GaugeMetricFamily(
+        "callgate_operations",
+        "Operations not yet ended, by state and API family.",
+        labels=["state", "family"],
+    )
+    rows = (
+        Operation.objects.filter(state__in=OPERATION_ACTIVE)
+        .values_list("state", "family")
+        .annotate(n=Count("pk"))
+    )
+    for state, family, n in rows:
+        operations.add_metric([state, family], n)
+    return operations
+
+
+def _approvals_pending() -> GaugeMetricFamily:
+    pending = GaugeMetricFamily(
+        "callgate_approvals_pending",
+        "Calls waiting for a human decision, by tool.",
+        labels=["tool"],
+    )
+    waiting = (
+        # A parked call of an ended operation waits for no one (its approval is superseded).
+        ToolCall.objects.filter(
+            state=CallState.WAITING_APPROVAL, operation__state__in=OPERATION_ACTIVE
         )
-        for state, family, n in rows:
-            operations.add_metric([state, family], n)
-        yield operations
-        pending = GaugeMetricFamily(
-            "callgate_approvals_pending",
-            "Calls waiting for a human decision, by tool.",
-            labels=["tool"],
-        )
-        waiting = (
-            # A parked call of an ended operation waits for no one (its approval is superseded).
-            ToolCall.objects.filter(
-                state=CallState.WAITING_APPROVAL, operation__state__in=OPERATION_ACTIVE
-            )
-            .order_by()
-            .values_list("tool_name")
-            .annotate(n=Count("pk"))
-        )
-        for tool, n in waiting:
-            pending.add_metric([tool], n)
-        yield pending
+        .order_by()
+        .values_list("tool_name")
+        .annotate(n=Count("pk"))
+    )
+    for tool, n in waiting:
+        pending.add_metric([tool], n)
+    return pending
 
 
 def exposition() -> bytes:
