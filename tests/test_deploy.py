@@ -120,8 +120,9 @@ def test_gunicorn_serves_the_console_and_static_files(tmp_path: Path) -> None:
         console = urllib.request.Request(
             f"http://127.0.0.1:{port}/login/", headers={**by_address, "X-Forwarded-Proto": "https"}
         )
-        with pytest.raises(urllib.error.HTTPError, match="400"):
+        with pytest.raises(urllib.error.HTTPError, match="400") as refused:
             opener.open(console)
+        assert b"<h1>Request not understood</h1>" in refused.value.read()  # the console's page
     finally:
         server.terminate()
         server.wait(timeout=10)
