@@ -17,8 +17,10 @@ keeps proxies from closing an idle stream.
 
 Each open stream holds a web thread, so one API key holds at most
 ``CALLGATE_API_STREAMS_PER_KEY`` streams at once (:func:`stream_slot_take`): slots in the
-default cache, each taken with an atomic ``add`` and given back when its stream closes; a slot
-whose process died frees itself when its stream would have ended anyway. With the default cache
+default cache, each taken with an atomic ``add`` and given back when its stream closes. A
+stream whose client went away closes at its next write (within ``KEEPALIVE_S``), so a client
+refused is told to retry after that (``Retry-After``); a slot whose process died frees itself
+when its stream would have ended anyway. With the default cache
 (process memory) each web process counts on its own; set ``CACHE_URL`` to Redis to count across
 them.
 """

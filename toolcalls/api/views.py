@@ -57,7 +57,7 @@ from toolcalls.api.serializers import (
     ToolSettingsSerializer,
     TurnSerializer,
 )
-from toolcalls.api.streams import operation_stream, stream_slot_take
+from toolcalls.api.streams import KEEPALIVE_S, operation_stream, stream_slot_take
 from toolcalls.models import (
     AgentRevision,
     AuditEvent,
@@ -1005,7 +1005,7 @@ class OperationEventStreamView(ApiView):
                 "too_many_streams",
                 f"This API key has {settings.CALLGATE_API_STREAMS_PER_KEY} event streams open "
                 "(CALLGATE_API_STREAMS_PER_KEY); close one, or retry when one ends.",
-                headers={"Retry-After": str(_STREAM_RETRY_S)},
+                headers={"Retry-After": str(int(KEEPALIVE_S))},
             )
         stream = operation_stream(operation_pk=operation.pk, after=after, slot=slot)
         response = StreamingHttpResponse(stream, content_type=EventStreamRenderer.media_type)
@@ -1020,10 +1020,6 @@ class OperationEventStreamView(ApiView):
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
-
-
-#: Seconds a client over its streams is told to wait (``Retry-After``).
-_STREAM_RETRY_S = 5
 
 
 def _last_event_id(request: Request) -> int:
