@@ -11,7 +11,7 @@ from django import forms
 from approvals.selectors import DecisionFilters, QueueFilters
 from approvals.services import REASON_REQUIRED
 from approvals.states import ApprovalState
-from toolcalls.console.forms import DayField, FilterForm, day_end, day_start
+from toolcalls.console.forms import DAYS_INVERTED, DayField, FilterForm, day_end, day_start
 from toolcalls.registry import RISKS
 from toolcalls.text import visible
 from toolcalls.typed_json import typed_json
@@ -92,8 +92,6 @@ class _RawCheckbox(forms.CheckboxInput):
 
 #: Why an "Amount from" above the "Amount to" is ignored (the page says so).
 AMOUNT_INVERTED = "the minimum is above the maximum"
-#: Why a "Decided from" day after the "Decided to" day is ignored.
-DAYS_INVERTED = "it is after the last day"
 
 
 class QueueFilterForm(FilterForm):

@@ -1,8 +1,9 @@
 """In a real browser: the queue paged on and back (next, previous, first, with its order kept),
 a page link cut short answered with the first page and a message, an amount range the wrong way
-round saying why its lower bound is ignored, and the decisions history filtered by customer,
-requester and days, with the tool and amount columns. Every page passes axe-core, fits 390 px,
-and is saved full-page at 1366 and 390 px under ``var/screenshots/``."""
+round saying why its lower bound is ignored (on the operations list, a first day after the
+last), and the decisions history filtered by customer, requester and days, with the tool and
+amount columns. Every page passes axe-core, fits 390 px, and is saved full-page at 1366 and
+390 px under ``var/screenshots/``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from playwright.sync_api import Page, expect
 from approvals.services import approval_decide
 from tests.browser.pages import check, log_in
 from tests.engine import bundled_replies, operator, start
-from tests.factories import pending_approval
+from tests.factories import OperationFactory, pending_approval
 
 pytestmark = [
     pytest.mark.browser,
@@ -66,6 +67,25 @@ def test_an_amount_range_the_wrong_way_round_says_why(page: Page, demo: Any) -> 
     expect(page.get_by_label("Amount to")).to_have_value("50")
     expect(page.get_by_test_id("queue").locator("tbody tr")).to_have_count(1)
     check(page, "queue-amount-range-inverted")
+
+
+def test_a_day_range_the_wrong_way_round_on_the_operations_list_says_why(
+    page: Page, demo: Any
+) -> None:
+    operation = OperationFactory.create(tenant=demo.tenant)
+    today = timezone.localdate()
+    log_in(page, "support")
+    page.goto("/console/operations/")
+    page.get_by_label("Created from").fill((today + timedelta(days=1)).isoformat())
+    page.get_by_label("Created to").fill(today.isoformat())
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_test_id("filter-explained")).to_have_text(
+        "Created from is ignored: it is after the last day."
+    )
+    expect(page.get_by_label("Created from")).to_have_value("")
+    expect(page.get_by_label("Created to")).to_have_value(today.isoformat())
+    expect(page.get_by_test_id("operations")).to_contain_text(operation.public_id)
+    check(page, "operations-days-inverted")
 
 
 def test_the_decisions_history_filters_by_customer_requester_and_days(

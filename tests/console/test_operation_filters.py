@@ -1,10 +1,11 @@
 """The operations list's date filters at the calendar's edges: a day whose start or end is no
 instant a datetime holds (in the viewer's time zone) is a filter not understood, never a 500;
-every other day bounds ``created_at`` as a UTC instant, which any database backend takes."""
+every other day bounds ``created_at`` as a UTC instant, which any database backend takes. A
+first day after the last is ignored, and the page says why."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -52,8 +53,13 @@ def test_a_day_at_the_calendars_edge_is_not_understood(demo, zone: str, query: d
         ),
         (
             "Pacific/Pago_Pago",
-            {"created_from": "9999-12-31", "created_to": "9999-12-30"},
-            (datetime(9999, 12, 31, 11, tzinfo=UTC), datetime(9999, 12, 31, 11, tzinfo=UTC)),
+            {"created_from": "9999-12-31"},
+            (datetime(9999, 12, 31, 11, tzinfo=UTC), None),
+        ),
+        (
+            "Pacific/Pago_Pago",
+            {"created_to": "9999-12-30"},
+            (None, datetime(9999, 12, 31, 11, tzinfo=UTC)),
         ),
     ],
 )
@@ -62,3 +68,17 @@ def test_other_days_bound_created_at_in_utc(zone: str, query: dict, bounds: tupl
         filters = OperationFilterForm(query, tools=[]).filters()
     assert (filters.created_from, filters.created_to) == bounds
     assert all(b.tzinfo is UTC for b in (filters.created_from, filters.created_to) if b)
+
+
+def test_a_first_day_after_the_last_is_ignored_and_the_page_says_why(demo) -> None:
+    operation = OperationFactory.create(tenant=demo.tenant)
+    today = timezone.localdate()
+    client = Client()
+    assert client.login(username="support", password="support-demo-pass")
+    query = {"created_from": str(today + timedelta(days=1)), "created_to": str(today)}
+    page = client.get(reverse("operations:list"), query).content.decode()
+    assert "Created from is ignored: it is after the last day." in page
+    assert NOT_UNDERSTOOD not in page
+    assert operation.public_id in page  # the last day still applies, and today is in it
+    assert f'name="created_to" value="{today}"' in page
+    assert 'name="created_from" value=' not in page  # shown blank: the filter is not applied

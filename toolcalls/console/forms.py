@@ -153,6 +153,11 @@ class FilterForm(forms.Form):
         ]
 
 
+#: Why a "from" day after its "to" day is ignored (:attr:`FilterForm.ranges` of the lists
+#: filtered by days).
+DAYS_INVERTED = "it is after the last day"
+
+
 def day_start(day: date) -> datetime:
     """The first instant of ``day`` in the current time zone, in UTC. Raises ``OverflowError``
     when that instant is outside the years 1 to 9999 in UTC (a day at the calendar's edge)."""
@@ -207,6 +212,7 @@ class OperationFilterForm(FilterForm):
     )
     created_from = DayField(label="Created from", bound=day_start)
     created_to = DayField(label="Created to", bound=day_end)
+    ranges = (("created_from", "created_to", DAYS_INVERTED),)
 
     def __init__(self, *args: Any, tools: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
