@@ -11,6 +11,7 @@ from typing import Any
 
 import environ
 
+from config.log_filters import OVERSIZED_REQUESTS
 from config.settings import env
 from toolcalls import faultpoints
 from toolcalls.guards import BudgetError, budget_checked
@@ -412,7 +413,10 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": "toolcalls.api.request_ids.RequestIdFilter"}},
+        "filters": {
+            "request_id": {"()": "toolcalls.api.request_ids.RequestIdFilter"},
+            "oversized_request": {"()": "config.log_filters.OversizedRequestFilter"},
+        },
         "formatters": {
             "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
             "json": {
@@ -434,6 +438,11 @@ def logging_config(log_format: str, level: str) -> dict[str, object]:
             # Django's own handlers (its console one writes under DEBUG) would print each of
             # its lines a second time, unformatted: they reach the root's handler instead.
             "django": {"handlers": []},
+            # A form too large or with too many fields: one warning line, no traceback.
+            **{
+                f"django.security.{name}": {"filters": ["oversized_request"]}
+                for name in OVERSIZED_REQUESTS
+            },
         },
     }
 

@@ -3,6 +3,8 @@ happened and where to go next, in the console's layout."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.test import Client, RequestFactory
 from django.views.defaults import server_error
@@ -67,3 +69,27 @@ def test_a_form_without_its_security_token_is_the_consoles_page(demo, settings) 
     assert response.status_code == 403
     assert "<h1>Form not accepted</h1>" in text and "Nothing was recorded" in text
     assert "reload the page" in text and "callgate.css" in text
+
+
+@pytest.mark.parametrize(
+    ("setting", "refusal"),
+    [
+        ("DATA_UPLOAD_MAX_NUMBER_FIELDS", "TooManyFieldsSent"),
+        ("DATA_UPLOAD_MAX_MEMORY_SIZE", "RequestDataTooBig"),
+    ],
+)
+def test_a_form_too_large_is_one_warning_line(demo, settings, caplog, setting, refusal) -> None:
+    """The client's doing, answered with the 400 page: a warning saying what was refused, not
+    an error with Django's traceback."""
+    settings.DEBUG = False
+    setattr(settings, setting, 5)
+    fields = {f"field{number}": "x" for number in range(10)}
+    with caplog.at_level(logging.INFO):
+        response = _client("operator").post("/console/approvals/bulk/", fields)
+    assert response.status_code == 400
+    (record,) = [r for r in caplog.records if r.name.startswith("django.security.")]
+    assert (record.name, record.levelname) == (f"django.security.{refusal}", "WARNING")
+    assert record.exc_info is None
+    assert record.getMessage().startswith("Bad request (")
+    assert record.getMessage().endswith("): /console/approvals/bulk/")
+    assert "Traceback" not in caplog.text and "ERROR" not in caplog.text
