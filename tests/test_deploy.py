@@ -165,6 +165,38 @@ def test_a_production_worker_logs_json_lines_at_log_level(tmp_path: Path) -> Non
     assert ready["request_id"] == "-"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_production_settings_let_a_deployer_script_tenants_and_members() -> None:
+    """Unlike the demo's commands, these run under production settings: a script may run them
+    again, reads the password from the environment, and a refusal is one line, exit status 1."""
+    env = {**os.environ, **PRODUCTION_ENV, "DATABASE_URL": database_url()}
+    env.pop("CALLGATE_MEMBER_PASSWORD", None)
+
+    def manage(*args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+        extra = {} if password is None else {"CALLGATE_MEMBER_PASSWORD": password}
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO, env={**env, **extra}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    tenant = ("create_tenant", "--slug", "acme", "--name", "Acme")
+    member = ("add_tenant_member", "--tenant", "acme", "--username", "alice", "--roles")
+    assert manage(*tenant).stdout == "created: tenant acme (Acme)\n"
+    assert manage(*tenant).stdout == "exists: tenant acme (Acme)\n"
+    created = manage(*member, "operator", "--no-input", password="a long and unusual passphrase")
+    assert created.stdout == "created: user alice in acme as operator\n", created.stderr
+    again = manage(*member, "operator", "--no-input")
+    assert (again.returncode, again.stdout) == (0, "exists: user alice in acme as operator\n")
+    weak = manage(
+        "add_tenant_member", "--tenant", "acme", "--username", "bob", "--roles", "support",
+        "--no-input", password="password",
+    )  # fmt: skip
+    assert weak.returncode == 1
+    assert weak.stderr.startswith("CommandError: password refused: This password is too common.")
+    assert "Traceback" not in weak.stderr
+    assert manage("demo_setup").returncode == 1  # the demo's commands stay refused
+
+
 def _get_when_up(url: str, headers: dict[str, str]) -> Any:
     deadline = time.monotonic() + 20
     while True:

@@ -52,3 +52,5 @@ RECONCILER = Actor.system("reconciler")
 RECOVERY = Actor.system("recovery")
 EXPIRY_SWEEP = Actor.system("expiry-sweep")
 RETENTION = Actor.system("retention")
+#: Whoever runs a management command (``manage.py`` knows no signed-in person).
+COMMAND_LINE = Actor.system("command-line")

@@ -6,26 +6,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from toolcalls.actors import Actor
 from toolcalls.demo.models import Order
 from toolcalls.models import Tenant
 from toolcalls.services.catalogue import tenant_tools_enable
+from toolcalls.services.tenants import role_groups
 
 TENANT_SLUG = "acme"
 CUSTOMER_REF = "cus_1001"
 #: The refund shop's tools, enabled in the demo tenant's catalogue.
 DEMO_TOOLS = ("get_order", "create_refund_draft", "submit_refund")
 
-#: username → (groups, dev password). Dev-only credentials for the embedded demo.
+#: username → (roles, dev password). Dev-only credentials for the embedded demo.
 USERS = {
-    "operator": (["operators"], "operator-demo-pass"),
+    "operator": (["operator"], "operator-demo-pass"),
     "support": (["support"], "support-demo-pass"),
     # The requester is an operator too, so the console can show the four-eyes rule refusing
     # them their own request.
-    "requester": (["operators", "requesters"], "requester-demo-pass"),
+    "requester": (["operator", "requester"], "requester-demo-pass"),
 }
 
 ORDERS = [
@@ -35,19 +35,6 @@ ORDERS = [
     ("ORD-2001", "cus_2002", "Espresso grinder", 21900),
 ]
 
-_GROUP_PERMISSIONS = {
-    "operators": [
-        "approvals.decide_approvalrequest",
-        "approvals.view_approvalrequest",
-        "toolcalls.view_operation",
-        "toolcalls.resolve_operation",
-        "toolcalls.add_operation",  # fork an operation from a turn
-    ],
-    "support": ["approvals.view_approvalrequest", "toolcalls.view_operation"],
-    # Who may have the refund tools (write, irreversible) run for their requests.
-    "requesters": ["toolcalls.use_write_tools", "toolcalls.use_irreversible_tools"],
-}
-
 
 @dataclass(frozen=True)
 class DemoSeed:
@@ -56,20 +43,22 @@ class DemoSeed:
 
 
 def demo_seed() -> DemoSeed:
-    """Create (or find) the demo tenant (with :data:`DEMO_TOOLS` enabled), groups, users and
-    orders; returns the dev passwords of users created by this call or earlier seeds."""
+    """Create (or find) the demo tenant (with :data:`DEMO_TOOLS` enabled), users (with the
+    groups of their roles, :data:`~toolcalls.services.tenants.ROLES`) and orders; returns the
+    dev passwords of users created by this call or earlier seeds. Unlike
+    :func:`~toolcalls.services.tenants.tenant_member_add`, a seed only adds: roles given to the
+    demo's users since stay."""
     with transaction.atomic():
         tenant, _ = Tenant.objects.get_or_create(
             slug=TENANT_SLUG, defaults={"name": "Acme Outfitters"}
         )
-        groups = {name: _group(name, perms) for name, perms in _GROUP_PERMISSIONS.items()}
         user_model = get_user_model()
-        for username, (group_names, password) in USERS.items():
+        for username, (roles, password) in USERS.items():
             user, created = user_model.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
                 user.save(update_fields=["password"])
-            user.groups.add(*(groups[name] for name in group_names))
+            user.groups.add(*role_groups(names=roles))
             tenant.members.add(user)
         tenant_tools_enable(tenant=tenant, tool_names=DEMO_TOOLS, actor=Actor.system("demo-seed"))
         for order_id, customer, description, total in ORDERS:
@@ -83,13 +72,3 @@ def demo_seed() -> DemoSeed:
                 },
             )
     return DemoSeed(tenant=tenant, passwords={name: pw for name, (_, pw) in USERS.items()})
-
-
-def _group(name: str, permissions: list[str]) -> Group:
-    group, _ = Group.objects.get_or_create(name=name)
-    for dotted in permissions:
-        app_label, codename = dotted.split(".")
-        group.permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
-    return group

@@ -30,7 +30,7 @@ class CallgateCommand(BaseCommand):
         """The tenant whose slug is ``slug``; ends the command when there is none."""
         tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
-            message = f"no tenant {slug!r}; a superuser adds tenants in the admin (/admin/)"
+            message = f"no tenant {slug!r}; manage.py create_tenant adds one"
             raise CommandError(message)
         return tenant
 

@@ -5,14 +5,11 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from toolcalls.actors import Actor
+from toolcalls.actors import COMMAND_LINE
 from toolcalls.management.base import CallgateCommand
 from toolcalls.models import Operation
 from toolcalls.services.agents import agent_revision_get
 from toolcalls.services.forks import operation_fork
-
-#: Who the fork's audit trail names as its starter.
-COMMAND_LINE = Actor.system("command-line")
 
 
 class Command(CallgateCommand):
