@@ -29,6 +29,7 @@ from toolcalls.admin_base import (
     JsonAdminMixin,
     LargeTableAdminMixin,
     ReadOnlyAdminMixin,
+    ShownTextAdminMixin,
     SuperuserEditableAdminMixin,
     TenantScopedAdminMixin,
     ToolFilter,
@@ -217,9 +218,11 @@ class OperationAdmin(
     ReadOnlyAdminMixin,
     LargeTableAdminMixin,
     JsonAdminMixin,
+    ShownTextAdminMixin,
     admin.ModelAdmin,
 ):
     json_fields = ("conversation", "tool_names", "budgets", "calls_per_tool")
+    shown_fields = ("subject_ref",)
     list_display = (
         "public_id",
         "tenant",
@@ -250,10 +253,12 @@ class ModelTurnAdmin(
     ReadOnlyAdminMixin,
     LargeTableAdminMixin,
     JsonAdminMixin,
+    ShownTextAdminMixin,
     admin.ModelAdmin,
 ):
     tenant_lookup = "operation__tenant"
     json_fields = ("request_body", "reply")
+    shown_fields = ("response_id",)
     #: Shown joined, as ``request_body``.
     exclude = ("request_frame", "request_items")
     list_display = (
@@ -280,10 +285,12 @@ class ToolCallAdmin(
     ReadOnlyAdminMixin,
     LargeTableAdminMixin,
     JsonAdminMixin,
+    ShownTextAdminMixin,
     admin.ModelAdmin,
 ):
     tenant_lookup = "operation__tenant"
     json_fields = ("arguments", "model_result", "protected_audit")
+    shown_fields = ("response_id", "provider_call_id", "item_id", "tool_name", "idempotency_key")
     changelist_defer = ("raw_arguments",)
     list_display = (
         "public_id",
@@ -314,9 +321,11 @@ class IdempotencyRecordAdmin(
     ReadOnlyAdminMixin,
     LargeTableAdminMixin,
     JsonAdminMixin,
+    ShownTextAdminMixin,
     admin.ModelAdmin,
 ):
     json_fields = ("model_result",)
+    shown_fields = ("key",)
     changelist_defer = (_CALL_RAW_ARGUMENTS,)
     list_display = (
         "key",

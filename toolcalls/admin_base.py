@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from providers.families import ADAPTERS
 from toolcalls import registry
 from toolcalls.models import Tenant
+from toolcalls.text import shown_html
 
 
 def member_tenants(request: HttpRequest) -> QuerySet[Tenant]:
@@ -186,6 +187,51 @@ def _related_model(model: type[models.Model], name: str) -> type[models.Model]:
     related = model._meta.get_field(name).related_model
     assert isinstance(related, type), f"{model.__name__}.{name} is not a relation"
     return related
+
+
+def _shown_display(name: str) -> Callable[[admin.ModelAdmin, models.Model], str]:
+    @admin.display(description=name.replace("_", " "), ordering=name)
+    def display(model_admin: admin.ModelAdmin, obj: models.Model) -> str:
+        value = getattr(obj, name)
+        return model_admin.get_empty_value_display() if value in (None, "") else shown_html(value)
+
+    display.__name__ = f"{name}_shown"
+    return display
+
+
+class ShownTextAdminMixin(admin.ModelAdmin):
+    """Text others wrote (a provider's or a model's IDs, a caller's references) shown as the
+    console shows it (:func:`~toolcalls.text.shown_html`): each bidirectional control a marker
+    such as ``⟨U+202E⟩``, the whole isolated, so ``call_`` + U+202E + ``evil`` never reads
+    as ``call_live`` to an operator.
+
+    Each column named in ``shown_fields`` is replaced, where it stood, in the list and on the
+    detail page, by a read-only ``<name>_shown`` field (blank or ``None`` shown as the admin's
+    empty value). Search and filters still take the column itself.
+    """
+
+    shown_fields: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.shown_fields:
+            setattr(cls, f"{name}_shown", _shown_display(name))
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return [self._shown(name) for name in super().get_list_display(request)]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        return (*readonly, *(f"{name}_shown" for name in self.shown_fields))
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Django adds the read-only fields at the end: each takes its column's place instead.
+        added = {f"{name}_shown" for name in self.shown_fields}
+        fields = super().get_fields(request, obj)
+        return [self._shown(name) for name in fields if name not in added]
+
+    def _shown(self, name: Any) -> Any:
+        return f"{name}_shown" if name in self.shown_fields else name
 
 
 class CappedCountPaginator(Paginator):

@@ -1,9 +1,15 @@
-"""Whether text says anything a person can see: the rule for text that may not be blank."""
+"""Whether text says anything a person can see: the rule for text that may not be blank; and
+text others wrote as HTML that shows what it holds."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
+from typing import Any
+
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
 
 #: Characters that show nothing by themselves: white space (Zs, Zl, Zp, and the controls among
 #: Cc such as tab and line feed), other controls, and format characters (Cf: zero-width space
@@ -57,3 +63,25 @@ def visible_pattern() -> str:
                 ranges.append([code, code])
     parts = (f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
     return f"[^{''.join(parts)}]"
+
+
+#: Unicode's bidirectional controls (marks, embeddings, overrides, isolates): invisible, yet
+#: they reorder the text around them, so ``cus_\u202eevil`` reads as ``cus_live``.
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _control_marker(match: re.Match[str]) -> str:
+    code = f"U+{ord(match.group(0)):04X}"
+    name = unicodedata.name(match.group(0))
+    return f'<span class="control" title="{code} {name}">⟨{code}⟩</span>'
+
+
+def shown_html(value: Any) -> SafeString:
+    """Text from users, callers, models or tools as HTML for people (the console's ``visible``
+    filter, the admin's IDs): escaped, each bidirectional control shown as a marker
+    (``⟨U+202E⟩``, its name in the title) instead of reordering what is around it, and the
+    whole isolated (``<bdi>``) so its direction never spills into the text beside it. For
+    showing only: a form field keeps the exact value. ``None`` is shown as empty text."""
+    escaped = conditional_escape("" if value is None else value)
+    # Safe: the text is escaped before the markers (our own markup) go in.
+    return mark_safe(f"<bdi>{_BIDI_CONTROLS.sub(_control_marker, escaped)}</bdi>")

@@ -16,9 +16,9 @@ from django.test import Client
 
 from tests.factories import ApprovalRequestFactory, OperationFactory, pending_approval
 from tests.replies import final
-from toolcalls.console.templatetags.callgate import visible
 from toolcalls.models import Operation, ReplayScript
 from toolcalls.services.operations import operation_start
+from toolcalls.text import shown_html
 
 RLO = "\u202e"
 PDF = "\u202c"
@@ -57,7 +57,7 @@ def _operation(demo: Any, **fields: Any) -> Operation:
 
 
 def test_each_control_is_a_marker_with_its_name() -> None:
-    shown = str(visible(CONTROLS))
+    shown = str(shown_html(CONTROLS))
     assert shown.startswith("<bdi>") and shown.endswith("</bdi>")
     assert not [c for c in CONTROLS if c in shown]
     for code in ("061C", "200E", "200F", "202A", "202B", "202C", "202D", "202E", "2066", "2069"):
@@ -67,14 +67,14 @@ def test_each_control_is_a_marker_with_its_name() -> None:
 
 
 def test_the_text_is_escaped_before_the_markers_go_in() -> None:
-    shown = str(visible(f'<script>alert("x")</script>{RLO}<span class="control">&amp;'))
+    shown = str(shown_html(f'<script>alert("x")</script>{RLO}<span class="control">&amp;'))
     assert shown == (
         "<bdi>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
         f"{RLO_SHOWN}&lt;span class=&quot;control&quot;&gt;&amp;amp;</bdi>"
     )
-    assert str(visible("plain")) == "<bdi>plain</bdi>"
-    assert str(visible(None)) == "<bdi></bdi>"
-    assert str(visible(1999)) == "<bdi>1999</bdi>"
+    assert str(shown_html("plain")) == "<bdi>plain</bdi>"
+    assert str(shown_html(None)) == "<bdi></bdi>"
+    assert str(shown_html(1999)) == "<bdi>1999</bdi>"
 
 
 def test_the_decisions_history_shows_a_denial_reason_as_written(demo: Any) -> None:

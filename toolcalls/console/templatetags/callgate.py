@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -12,11 +10,11 @@ from urllib.parse import urlencode
 from django import template
 from django.forms import BoundField
 from django.utils import timezone
-from django.utils.html import conditional_escape, format_html
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import format_html
 
 from toolcalls.actors import Actor
 from toolcalls.reasons import reason_code
+from toolcalls.text import shown_html
 
 register = template.Library()
 
@@ -30,26 +28,8 @@ def cents(value: Any) -> str:
     return str(value)
 
 
-#: Unicode's bidirectional controls (marks, embeddings, overrides, isolates): invisible, yet
-#: they reorder the text around them, so ``cus_\u202eevil`` reads as ``cus_live``.
-_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _control_marker(match: re.Match[str]) -> str:
-    code = f"U+{ord(match.group(0)):04X}"
-    name = unicodedata.name(match.group(0))
-    return f'<span class="control" title="{code} {name}">⟨{code}⟩</span>'
-
-
-@register.filter(is_safe=True)
-def visible(value: Any) -> SafeString:
-    """Text from users, callers, models or tools, HTML-escaped, each bidirectional control
-    shown as a marker (``⟨U+202E⟩``, its name in the title) instead of reordering what is
-    around it, and the whole isolated (``<bdi>``) so its direction never spills into the text
-    beside it. For showing only: a form field keeps the exact value."""
-    escaped = conditional_escape("" if value is None else value)
-    # Safe: the text is escaped before the markers (our own markup) go in.
-    return mark_safe(f"<bdi>{_BIDI_CONTROLS.sub(_control_marker, escaped)}</bdi>")
+#: Text from users, callers, models or tools, escaped, with its bidirectional controls shown.
+register.filter("visible", shown_html, is_safe=True)
 
 
 @register.filter
