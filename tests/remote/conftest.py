@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,6 +168,20 @@ def send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def dripping(answer: bytes, *, every_s: float) -> Reply:
+    """A reply that writes ``answer`` as it is (status line, headers, body) a byte every
+    ``every_s`` seconds, until all is written or the client hangs up."""
+
+    def reply(handler: BaseHTTPRequestHandler, _body: bytes) -> None:
+        handler.close_connection = True
+        with contextlib.suppress(OSError):  # the client gave up and closed the connection
+            for byte in answer:
+                handler.wfile.write(bytes([byte]))
+                time.sleep(every_s)
+
+    return reply
 
 
 @pytest.fixture

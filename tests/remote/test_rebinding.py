@@ -121,7 +121,7 @@ def test_an_http_tool_reply_dripping_past_its_timeout_is_lost(
 
     scripted_http.reply = drip
     started = time.monotonic()
-    with pytest.raises(RemoteLost, match="no answer within the tool's timeout"):
+    with pytest.raises(RemoteLost, match="no whole answer within the timeout"):
         _post(scripted_http.url, timeout_s=1.0)
     assert time.monotonic() - started < 2.0
     assert len(scripted_http.requests) == 1

@@ -1,5 +1,6 @@
 """Talking to remote tools: MCP servers through the official ``mcp`` SDK, HTTP tools through
-``requests``. No ORM here; the callers pass what a request needs.
+``httpx`` (:func:`toolcalls.outbound.send_within`). No ORM here; the callers pass what a request
+needs.
 
 Every failure is one of three kinds, because what Callgate may do next depends on it:
 :class:`RemoteUnavailable` (nothing that could take effect was sent: the address or its headers
@@ -8,8 +9,8 @@ are refused, nobody answers, the server refused the request before running anyth
 dropped connection, a 5xx) and :class:`RemoteBadReply` (an answer came back that cannot be used:
 not JSON, larger than ``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
 
-The engine is synchronous: each MCP exchange runs its own event loop (``anyio.run``) in the
-calling thread. Celery's workers and the in-process worker's threads run no loop of their own,
+The engine is synchronous: each MCP or HTTP exchange runs its own event loop (``anyio.run``) in
+the calling thread. Celery's workers and the in-process worker's threads run no loop of their own,
 so this is safe in both.
 """
 
@@ -18,28 +19,24 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import mcp_types
-import requests
 from django.conf import settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from urllib3.exceptions import NewConnectionError
 
 from toolcalls.addresses import UrlRefused, url_check
 from toolcalls.binding import InexactJson, exact_json_loads
-from toolcalls.outbound import public_session, request_pinned
+from toolcalls.outbound import NoAnswer, NotSent, environ_proxy, pinned, send_within
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 
 T = TypeVar("T")
@@ -305,18 +302,18 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
     that raises :class:`RemoteBadReply`, recorded in ``phase``. Replies are asked for
     uncompressed and one that comes compressed anyway is refused the same way: the limit
     counts what is read, and a small compressed body may expand without bound. Requests go
-    through ``proxy`` when given; else, with ``pinned``, each to the public address its host
-    resolves to at that moment (:func:`toolcalls.outbound.request_pinned`), a host that resolves
-    to any other being :class:`RemoteUnavailable` with nothing sent."""
+    through ``proxy`` when given; else, with ``public_only``, each to the public address its
+    host resolves to at that moment (:func:`toolcalls.outbound.request_pinned`), a host that
+    resolves to any other being :class:`~toolcalls.outbound.NotSent`."""
 
-    def __init__(self, phase: _Phase, proxy: str | None, *, pinned: bool) -> None:
+    def __init__(self, phase: _Phase, proxy: str | None, *, public_only: bool) -> None:
         self._network = httpx2.AsyncHTTPTransport(proxy=proxy)
         self._phase = phase
-        self._pinned = pinned and proxy is None
+        self._pinned = public_only and proxy is None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if self._pinned:
-            request = await _pinned(request)
+            request = await pinned(request)
         request.headers["Accept-Encoding"] = "identity"
         kept = bytearray() if _tool_call(request) else None
         response = await self._network.handle_async_request(request)
@@ -336,15 +333,6 @@ class _ReplyLimit(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._network.aclose()
-
-
-async def _pinned(request: httpx2.Request) -> httpx2.Request:
-    try:
-        return await request_pinned(request)
-    except UrlRefused as exc:
-        raise RemoteUnavailable(str(exc)) from exc
-    except OSError as exc:
-        raise RemoteUnavailable(f"cannot resolve the host: {exc}") from exc
 
 
 class _LimitedBody(httpx2.AsyncByteStream):
@@ -391,8 +379,8 @@ def _mcp(
                     follow_redirects=False,
                     transport=_ReplyLimit(
                         phase,
-                        _proxy(address.url),
-                        pinned=not settings.CALLGATE_REMOTE_ALLOW_PRIVATE,
+                        environ_proxy(address.url),
+                        public_only=not settings.CALLGATE_REMOTE_ALLOW_PRIVATE,
                     ),
                 ) as http,
                 Client(_transport(address, http), cache=None) as client,
@@ -400,15 +388,6 @@ def _mcp(
                 return await exchange(client, phase)
 
     return _classified(lambda: anyio.run(session), phase)
-
-
-def _proxy(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``, unless
-    ``NO_PROXY`` lists its host), as the HTTP tools' client (``requests``) reads them."""
-    parts = urlsplit(url)
-    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _transport(address: Address, http: httpx2.AsyncClient) -> Any:
@@ -430,6 +409,8 @@ def _classified(run: Callable[[], T], phase: _Phase) -> T:
         leaf = _leaf(exc)
         if isinstance(leaf, RemoteUnavailable | RemoteBadReply | RemoteRefused | RemoteLost):
             raise leaf from exc
+        if isinstance(leaf, NotSent):
+            raise RemoteUnavailable(str(leaf)) from exc
         if isinstance(leaf, MCPError) and phase.sent and not phase.server_refused():
             raise RemoteLost(f"the answer to the call could not be read: {leaf}") from exc
         if isinstance(leaf, MCPError):
@@ -465,10 +446,12 @@ def http_post(
 ) -> dict[str, Any]:
     """POST ``body`` (compact sorted JSON) to an HTTP tool with ``headers``,
     ``Idempotency-Key: key`` (none for a read tool's empty key) and a ``Callgate-Signature`` made
-    with ``secret``; returns the 2xx reply's JSON object. Raises :class:`RemoteUnavailable`
-    (address or headers refused, no connection), :class:`RemoteRefused` (a 4xx:
-    ``{"error": {"code", "message"}}``, else ``HTTP_<status>``), :class:`RemoteLost` (timeout,
-    dropped connection, 5xx), :class:`RemoteBadReply` (not a JSON object, too large)."""
+    with ``secret``; returns the 2xx reply's JSON object. The whole exchange gets ``timeout_s``
+    seconds. Raises :class:`RemoteUnavailable` (address or headers refused, no connection, the
+    timeout passed before the request went out), :class:`RemoteRefused` (a 4xx:
+    ``{"error": {"code", "message"}}``, else ``HTTP_<status>``), :class:`RemoteLost` (the
+    timeout passed before the whole reply came, dropped connection, 5xx),
+    :class:`RemoteBadReply` (not a JSON object, too large)."""
     address_check(Address(url=url, headers=headers))
     raw = payload_body(dict(body))
     signed = {
@@ -477,10 +460,7 @@ def http_post(
         SIGNATURE_HEADER: sign(secret=secret, body=raw, timestamp=int(time.time())),
         **({"Idempotency-Key": key} if key else {}),
     }
-    status, reply = _http(
-        lambda http: http.post(url, data=raw, headers=signed, timeout=timeout_s, **_NO_FOLLOW),
-        timeout_s=timeout_s,
-    )
+    status, reply = _http(httpx2.Request("POST", url, content=raw, headers=signed), timeout_s)
     if 200 <= status < 300:
         return _json_object(reply)
     if 400 <= status < 500:
@@ -509,71 +489,36 @@ def http_get(
         SIGNATURE_HEADER: sign(secret=secret, body=key.encode(), timestamp=int(time.time())),
     }
     params = {"idempotency_key": key, "tenant_ref": tenant_ref}
-    status, reply = _http(
-        lambda http: http.get(url, params=params, headers=signed, timeout=timeout_s, **_NO_FOLLOW),
-        timeout_s=timeout_s,
-    )
+    request = httpx2.Request("GET", url, params=params, headers=signed)
+    status, reply = _http(request, timeout_s)
     try:
         return status, _json_object(reply)
     except RemoteBadReply:
         return status, None
 
 
-#: No redirects: one could point at an address the address rules refuse.
-_NO_FOLLOW: dict[str, Any] = {"allow_redirects": False, "stream": True}
-
-
-def _http(
-    send: Callable[[requests.Session], requests.Response], *, timeout_s: float
-) -> tuple[int, bytes]:
-    """(status, body) of one exchange ``send`` makes on a session that connects only where the
-    address rules allow (:func:`toolcalls.outbound.public_session`); the body read up to the
-    reply limit, and whole within ``timeout_s`` of the start (the session's ``timeout`` bounds
-    each wait for bytes, so a reply dripping in would otherwise have no end)."""
-    deadline = time.monotonic() + timeout_s
+def _http(request: httpx2.Request, timeout_s: float) -> tuple[int, bytes]:
+    """(status, body) of ``request``, sent where the address rules allow and whole within
+    ``timeout_s`` seconds, status line, headers and body alike
+    (:func:`toolcalls.outbound.send_within`; no redirects: one could point at an address the
+    rules refuse). Raises :class:`RemoteUnavailable` (nothing was sent), :class:`RemoteLost`
+    (the request may have been sent and no whole answer came), :class:`RemoteBadReply` (a body
+    over ``CALLGATE_REMOTE_MAX_REPLY_BYTES``)."""
+    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
     try:
-        allow_private = settings.CALLGATE_REMOTE_ALLOW_PRIVATE
-        with public_session(allow_private=allow_private) as http, send(http) as response:
-            body = _body(response, deadline)
-            status = response.status_code
-    except requests.ConnectionError as exc:
-        if isinstance(exc, requests.ConnectTimeout) or _refused(exc):
-            raise RemoteUnavailable(f"cannot reach the tool: {exc}") from exc
-        raise RemoteLost(f"the connection failed: {exc}") from exc
-    except requests.Timeout as exc:
-        raise RemoteLost("no answer within the tool's timeout") from exc
-    except (requests.RequestException, OSError) as exc:
-        raise RemoteLost(f"{type(exc).__name__}: {exc}") from exc
-    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
-    if len(body) > limit:
+        answer = send_within(
+            request,
+            timeout_s=timeout_s,
+            allow_private=settings.CALLGATE_REMOTE_ALLOW_PRIVATE,
+            body_bytes=lambda _status: limit + 1,
+        )
+    except NotSent as exc:
+        raise RemoteUnavailable(f"cannot reach the tool: {exc}") from exc
+    except NoAnswer as exc:
+        raise RemoteLost(str(exc)) from exc
+    if len(answer.body) > limit:
         raise RemoteBadReply(f"the reply is larger than {limit} bytes")
-    return status, body
-
-
-def _body(response: requests.Response, deadline: float) -> bytes:
-    """``response``'s body (decoded), up to one byte past the reply limit, as it arrives;
-    :class:`RemoteLost` once ``deadline`` (``time.monotonic``) passes before its end."""
-    limit = settings.CALLGATE_REMOTE_MAX_REPLY_BYTES
-    body = bytearray()
-    while len(body) <= limit:
-        chunk = response.raw.read1(min(_CHUNK_BYTES, limit + 1 - len(body)), decode_content=True)
-        if not chunk:
-            break
-        body += chunk
-        if time.monotonic() > deadline:
-            raise RemoteLost("no answer within the tool's timeout")
-    return bytes(body)
-
-
-#: The most of a reply read at once, bytes.
-_CHUNK_BYTES = 65_536
-
-
-def _refused(exc: requests.ConnectionError) -> bool:
-    """Whether the connection was never made, so nothing was sent (urllib3 says so with a
-    ``NewConnectionError``, name resolution failures included, as the retry error's reason)."""
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, NewConnectionError)
+    return answer.status, answer.body
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import requests
+import httpx2
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from toolcalls.addresses import UrlRefused
-from toolcalls.outbound import public_session
+from toolcalls.outbound import NoAnswer, NotSent, send_within
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 from toolcalls.telemetry import metrics
 from toolcalls.webhooks import wakeups
@@ -76,7 +76,7 @@ class _Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        return _ok(self.status)
 
 
 def webhook_deliver(*, endpoint_pk: int, operation_pk: int) -> int:
@@ -134,48 +134,49 @@ def _claim(endpoint_pk: int, operation_pk: int) -> _Claim | None:
 
 
 def _lease_s() -> float:
-    # Longer than any one POST (connect and read timeouts, name resolution): a claim that
-    # outlives it is presumed dead and the delivery is sent again.
+    # Longer than any one POST (its timeout bounds the whole exchange; the address check's
+    # name resolution comes before it): a claim that outlives it is presumed dead and the
+    # delivery is sent again.
     return max(60.0, 4 * settings.CALLGATE_WEBHOOK_TIMEOUT_S)
 
 
 def _send(claim: _Claim) -> _Outcome:
-    """POST the delivery. Runs outside any transaction; never raises."""
+    """POST the delivery, the whole exchange (its answer included) within
+    ``CALLGATE_WEBHOOK_TIMEOUT_S`` seconds. Runs outside any transaction; never raises."""
     try:
         webhook_url_check(claim.url)
     except UrlRefused as exc:
         return _Outcome(status=None, error=str(exc)[:_ERROR_CHARS], permanent=True)
     except OSError as exc:
         return _Outcome(status=None, error=f"cannot resolve the host: {exc}"[:_ERROR_CHARS])
+    try:
+        # No redirects: one could point at an address the check above refuses. The address
+        # connected to is held to the same rule (DNS rebinding).
+        answer = send_within(
+            _request(claim),
+            timeout_s=settings.CALLGATE_WEBHOOK_TIMEOUT_S,
+            allow_private=settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE,
+            body_bytes=lambda status: 0 if _ok(status) else _BODY_SNIPPET_BYTES,
+        )
+    except (NotSent, NoAnswer) as exc:
+        return _Outcome(status=None, error=str(exc)[:_ERROR_CHARS])
+    text = answer.body.decode(errors="replace").strip()
+    error = "" if _ok(answer.status) else f"HTTP {answer.status}" + (f": {text}" if text else "")
+    return _Outcome(status=answer.status, error=error[:_ERROR_CHARS])
+
+
+def _request(claim: _Claim) -> httpx2.Request:
     headers = {
         "Content-Type": "application/json",
         "Callgate-Event": claim.event_type,
         "Callgate-Delivery": str(claim.pk),
         SIGNATURE_HEADER: sign(secret=claim.secret, body=claim.body, timestamp=int(time.time())),
     }
-    try:
-        # No redirects: a redirect could point at an address the check above refuses. The
-        # session holds the address connected to to the same rule (DNS rebinding).
-        allow_private = settings.CALLGATE_WEBHOOK_ALLOW_PRIVATE
-        with (
-            public_session(allow_private=allow_private) as http,
-            http.post(
-                claim.url,
-                data=claim.body,
-                headers=headers,
-                timeout=settings.CALLGATE_WEBHOOK_TIMEOUT_S,
-                allow_redirects=False,
-                stream=True,
-            ) as response,
-        ):
-            if 200 <= response.status_code < 300:
-                return _Outcome(status=response.status_code, error="")
-            snippet = response.raw.read(_BODY_SNIPPET_BYTES, decode_content=True)
-            text = snippet.decode(errors="replace").strip()
-            error = f"HTTP {response.status_code}" + (f": {text}" if text else "")
-            return _Outcome(status=response.status_code, error=error[:_ERROR_CHARS])
-    except (requests.RequestException, OSError) as exc:
-        return _Outcome(status=None, error=f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+    return httpx2.Request("POST", claim.url, content=claim.body, headers=headers)
+
+
+def _ok(status: int | None) -> bool:
+    return status is not None and 200 <= status < 300
 
 
 def _record(claim: _Claim, outcome: _Outcome, *, endpoint_pk: int, operation_pk: int) -> bool:
