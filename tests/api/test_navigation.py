@@ -134,6 +134,27 @@ def test_a_metadata_key_no_filter_could_ask_for_is_refused(client: APIClient, ke
     assert not Operation.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "key", ["team\u202e", "\u2066team\u2069", "te\tam", "team\u200d", "team\u3164"]
+)
+def test_a_metadata_key_with_a_character_that_does_not_show_is_refused(
+    client: APIClient, key: str
+) -> None:
+    """A key people read must show what it holds: a bidirectional control, a control or a
+    character that shows nothing would let ``team`` pass for another ``team``. 400 naming it;
+    nothing starts."""
+    response = post(client, "/operations", create_body(metadata={"team": "a", key: "b"}))
+    error = error_of(response, 400, "invalid_request")
+    assert set(fields_of(error)) == {f"metadata.{key}"}
+    assert "only characters that show" in fields_of(error)[f"metadata.{key}"][0]
+    assert not Operation.objects.exists()
+
+
+def test_a_metadata_key_may_hold_plain_spaces_and_any_script(client: APIClient) -> None:
+    labels = {"support team": "refunds", "équipe": "remboursements", "فريق": "المبالغ"}
+    assert create(client, replies=[final()], metadata=labels)["metadata"] == labels
+
+
 def test_cursor_is_the_next_pages_cursor(client: APIClient) -> None:
     ids = [create(client, replies=[final()])["id"] for _ in range(3)]
     seen: list[str] = []

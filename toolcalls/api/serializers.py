@@ -36,7 +36,7 @@ from toolcalls.services.operations import MODEL_NAME
 from toolcalls.services.reconcile import RESOLUTIONS
 from toolcalls.services.scripts import problem_text, shape_problem
 from toolcalls.states import OPERATION_TERMINAL, OperationState
-from toolcalls.text import visible, visible_pattern
+from toolcalls.text import plain, visible, visible_pattern
 
 MAX_METADATA_KEYS = 50
 MAX_METADATA_KEY_LENGTH = 100
@@ -255,8 +255,9 @@ def _metadata_schema() -> dict[str, Any]:
         "type": "object",
         "description": "The caller's own labels: at most "
         f"{MAX_METADATA_KEYS}, each key of 1 to {MAX_METADATA_KEY_LENGTH} characters with a "
-        "visible one among them and no colon (a metadata=key:value filter splits at the first "
-        "colon), each value text with a visible character.",
+        "visible one among them, every one showing (plain spaces aside: no control, "
+        "bidirectional or zero-width character) and no colon (a metadata=key:value filter "
+        "splits at the first colon), each value text with a visible character.",
         "maxProperties": MAX_METADATA_KEYS,
         "additionalProperties": {
             "type": "string",
@@ -271,7 +272,10 @@ def _metadata_schema() -> dict[str, Any]:
 class MetadataField(serializers.DictField):
     """The caller's own labels: at most :data:`MAX_METADATA_KEYS`; each key with a visible
     character and no colon (a ``metadata=key:value`` filter splits at the first colon, so a
-    key with one could never be asked for), each value text with a visible character."""
+    key with one could never be asked for) and every character showing, plain spaces aside
+    (:func:`~toolcalls.text.plain`, the rule for API keys' names: a bidirectional control,
+    a tab or a zero-width character would let ``team`` pass for another ``team``); each value
+    text with a visible character. A refused key is named with its reason."""
 
     child = serializers.CharField(max_length=MAX_METADATA_VALUE_LENGTH)
 
@@ -279,18 +283,26 @@ class MetadataField(serializers.DictField):
         value: dict[str, str] = super().to_internal_value(data)
         if len(value) > MAX_METADATA_KEYS:
             raise serializers.ValidationError(f"At most {MAX_METADATA_KEYS} keys.")
-        refused = {
-            key: [
-                f"A key holds a visible character and no colon, in at most "
-                f"{MAX_METADATA_KEY_LENGTH} characters (a metadata=key:value filter splits at "
-                "the first colon)."
-            ]
-            for key in value
-            if ":" in key or not visible(key) or len(key) > MAX_METADATA_KEY_LENGTH
-        }
+        refused = {key: [why] for key in value if (why := _metadata_key_problem(key))}
         if refused:
             raise serializers.ValidationError(refused)
         return value
+
+
+def _metadata_key_problem(key: str) -> str:
+    """Why ``key`` cannot name a label (:class:`MetadataField`), or ``""``."""
+    if ":" in key or not visible(key) or len(key) > MAX_METADATA_KEY_LENGTH:
+        return (
+            f"A key holds a visible character and no colon, in at most "
+            f"{MAX_METADATA_KEY_LENGTH} characters (a metadata=key:value filter splits at "
+            "the first colon)."
+        )
+    if not plain(key):
+        return (
+            "A key has only characters that show, and plain spaces (no control, bidirectional "
+            "or zero-width character: each would make it look like another key)."
+        )
+    return ""
 
 
 class MessageSerializer(StrictSerializer):
