@@ -27,6 +27,11 @@ def bundled_replies(name: str, family: str = "openai_responses") -> list[dict[st
     return json.loads(bundled_path(family=family, name=name).read_text())["replies"]
 
 
+#: A throwaway tool's arguments (none) and revisions, for tests that register their own.
+EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}
+REVISIONS = {"input": "1", "output": "1", "effect": "1", "handler": "1"}
+
+
 def start(demo: Any, replies: list[dict[str, Any]], **overrides: Any) -> Operation:
     """Start an operation for the demo customer, requested by the demo requester (every tool
     registered by now in the demo tenant's catalogue)."""

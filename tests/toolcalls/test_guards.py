@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from tests import replies as r
-from tests.engine import start
+from tests.engine import EMPTY, REVISIONS, start
 from toolcalls import registry
 from toolcalls.actors import Actor
 from toolcalls.guards import BudgetError, budgets_for, cost_micros
@@ -25,30 +25,6 @@ from toolcalls.states import CallState, OperationState
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
 S = OperationState
-EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}
-REVISIONS = {"input": "1", "output": "1", "effect": "1", "handler": "1"}
-
-
-@pytest.fixture
-def tool(monkeypatch) -> Iterator[Any]:  # type: ignore[no-untyped-def]
-    """Register a throwaway tool for one test: ``tool(name=..., handler=..., **spec fields)``."""
-
-    def add(**fields: Any) -> ToolSpec:
-        spec = ToolSpec(
-            **{
-                "description": "Test tool.",
-                "parameters": EMPTY,
-                "schema_version": "v1",
-                "risk": "read",
-                "timeout_ms": 1000,
-                "revisions": REVISIONS,
-                **fields,
-            }
-        )
-        monkeypatch.setitem(registry._REGISTRY, spec.name, spec)
-        return spec
-
-    yield add
 
 
 def test_budget_overrides_are_checked_against_the_limits() -> None:

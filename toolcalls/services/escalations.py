@@ -17,7 +17,7 @@ from toolcalls.models import Operation
 from toolcalls.services.enqueue import enqueue_turn
 from toolcalls.services.transitions import operation_refuse_ended, operation_transition
 from toolcalls.services.unit import Step, lease_clear, operation_step
-from toolcalls.states import CallState, OperationState
+from toolcalls.states import OPERATION_TERMINAL, CallState, OperationState
 from toolcalls.text import visible
 
 NO_PROGRESS = "max_no_progress_turns"
@@ -39,6 +39,17 @@ def operation_escalate(step: Step, *, reason: str, actor: Actor, **details: Any)
     operation_transition(
         step, to_state=OperationState.ESCALATED, actor=actor, reason=reason, details=details
     )
+
+
+def operation_escalate_unknown(step: Step, *, reason: str, actor: Actor, call: str) -> None:
+    """Hand the step's operation to a human for call ``call``'s unknown outcome (its public ID),
+    unless no one needs handing it: the operation ended (cancelled or stopped while the call
+    ran: the call stays UNKNOWN_OUTCOME, its key held, until someone records its outcome, as
+    the operation's page and ``calls/{call_id}/resolve`` allow), or it is escalated already
+    (another call of the set: the recovery sweep asks again for this one once it resumes)."""
+    state = step.operation.state
+    if state not in OPERATION_TERMINAL and state != OperationState.ESCALATED:
+        operation_escalate(step, reason=reason, actor=actor, call=call)
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from toolcalls.models import Operation, ToolCall
 from toolcalls.registry import ToolContext, ToolError, ToolSpec
 from toolcalls.services.connections import record_retrying
 from toolcalls.services.enqueue import Claimed, enqueue_execute, enqueue_reconcile
-from toolcalls.services.escalations import operation_escalate
+from toolcalls.services.escalations import operation_escalate_unknown
 from toolcalls.services.handler_threads import handler_run
 from toolcalls.services.idempotency import key_reserve, key_settle
 from toolcalls.services.results import (
@@ -113,6 +113,8 @@ def call_claim(step: Step, call: ToolCall, *, precheck: Precheck | None = None) 
     no longer has its tool, answered from its key's record, or waiting for the key's holder."""
     operation = step.operation
     if operation.state in OPERATION_TERMINAL:
+        if call.state == CallState.PROPOSED and call.attempt:
+            _retry_dropped(step, call)
         return None
     if call.state not in (CallState.PROPOSED, CallState.APPROVED):
         return None
@@ -131,6 +133,18 @@ def call_claim(step: Step, call: ToolCall, *, precheck: Precheck | None = None) 
         if not key_reserve(step, call, spec=spec, arguments=arguments):
             return None
     return _start(step, call, spec, arguments, revalidated=precheck is not None)
+
+
+def _retry_dropped(step: Step, call: ToolCall) -> None:
+    """A call queued to run again (a lost read, or a side effect its reconciler found not
+    applied) whose operation ended before it ran: it does not run, and the key it holds, if
+    any, is released (nothing took effect under it)."""
+    result = error(ErrorCode.NOT_APPLIED, "It was not run again: its operation ended.")
+    details = {"operation_state": step.operation.state}
+    call_finish(
+        step, call, to_state=CallState.REJECTED, model_result=result, actor=WORKER, details=details
+    )
+    key_settle(step, call, applied=False)
 
 
 def _gone(call: ToolCall) -> tuple[str, str]:
@@ -214,14 +228,16 @@ def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: st
     """A run of the step's call whose answer was lost (``kind``: crash, timeout, or a worker
     that stopped answering and lost its lease). A side effect may or may not have happened,
     never "failed": its outcome is unknown and the reconciler asks, else a human decides. A
-    read-only call runs again while ``CALLGATE_MAX_CALL_ATTEMPTS`` allows, then fails. The
-    call's lease is cleared, so the lost run can no longer record anything."""
+    read-only call runs again while ``CALLGATE_MAX_CALL_ATTEMPTS`` allows and its operation has
+    not ended, else fails. The call's lease is cleared, so the lost run can no longer record
+    anything."""
     call = step.call
     lease_clear(step, call)
     details: dict[str, Any] = {"outcome": kind, "detail": detail}
+    ended = step.operation.state in OPERATION_TERMINAL
     if spec is None or spec.has_side_effects:
         _outcome_unknown(step, call, spec, details)
-    elif call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
+    elif call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS and not ended:
         delay = settings.CALLGATE_RETRY_BASE_MS * 2 ** (call.attempt - 1) / 1000
         call.queued_at = timezone.now() + timedelta(seconds=delay)
         step.change(call, "queued_at")
@@ -230,7 +246,10 @@ def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: st
         enqueue_execute(step, call_pk=call.pk, countdown_s=delay)
     else:
         code = ErrorCode.TIMEOUT if kind == "timeout" else ErrorCode.TOOL_FAILED
-        result = error(code, f"The tool did not complete after {call.attempt} attempts.")
+        message = f"The tool did not complete after {call.attempt} attempts."
+        if ended:
+            message = "The tool did not complete, and its operation ended: not tried again."
+        result = error(code, message)
         call_result(
             step,
             call,
@@ -257,7 +276,7 @@ def _outcome_unknown(
     if spec is not None and spec.reconcile is not None:
         enqueue_reconcile(step, call_pk=call.pk)
     else:
-        operation_escalate(
+        operation_escalate_unknown(
             step,
             reason=f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}) "
             f"{_LOST.get(details['outcome'], details['outcome'])} ({details['detail']}), "

@@ -16,18 +16,22 @@ from toolcalls.envelopes import ErrorCode, error, ok
 from toolcalls.models import ToolCall
 from toolcalls.registry import Reconciliation, ToolSpec
 from toolcalls.services.enqueue import enqueue_execute
-from toolcalls.services.escalations import EscalationError, operation_escalate
+from toolcalls.services.escalations import EscalationError, operation_escalate_unknown
 from toolcalls.services.idempotency import key_settle
 from toolcalls.services.results import call_finish, success_envelope, tool_context
 from toolcalls.services.transitions import call_transition
 from toolcalls.services.unit import Step, call_step
-from toolcalls.states import CallState, OperationState
+from toolcalls.states import OPERATION_TERMINAL, CallState
 
 
 def call_reconcile(*, call_pk: int) -> None:
     """Ask the tool's ``reconcile`` whether the lost effect happened (outside any transaction),
     then: applied → SUCCEEDED with the recovered result; not applied → run again under the same
-    idempotency key (bounded by ``CALLGATE_MAX_CALL_ATTEMPTS``); cannot tell → ESCALATED."""
+    idempotency key (bounded by ``CALLGATE_MAX_CALL_ATTEMPTS``); cannot tell → ESCALATED.
+
+    For an operation that ended while the call ran (cancelled, stopped), nothing runs again:
+    not applied → FAILED (``NOT_APPLIED``), its key released; cannot tell → the call stays
+    UNKNOWN_OUTCOME, its key held, for a person to record (``call_resolve``)."""
     call = ToolCall.objects.select_related("operation__tenant").get(pk=call_pk)
     if call.state != CallState.UNKNOWN_OUTCOME:
         return
@@ -51,12 +55,14 @@ def call_reconcile(*, call_pk: int) -> None:
                 resume=True,
             )
             key_settle(step, call, applied=True)
+        elif answer.applied is False and step.operation.state in OPERATION_TERMINAL:
+            _not_applied(step, call)
         elif answer.applied is False and call.attempt < settings.CALLGATE_MAX_CALL_ATTEMPTS:
             _retry(step, call)
-        elif step.operation.state != OperationState.ESCALATED:
+        else:
             why = "attempts spent" if answer.applied is False else detail or "cannot tell"
             reason = f"UNKNOWN_OUTCOME: {call.tool_name} ({call.public_id}): {why}"
-            operation_escalate(step, reason=reason, actor=RECONCILER, call=call.public_id)
+            operation_escalate_unknown(step, reason=reason, actor=RECONCILER, call=call.public_id)
 
 
 def _ask(spec: ToolSpec | None, call: ToolCall) -> tuple[Reconciliation, str]:
@@ -76,6 +82,21 @@ def _retry(step: Step, call: ToolCall) -> None:
     details = {"reconciled": "not applied", "retry": True}
     call_transition(step, call, to_state=CallState.PROPOSED, actor=RECONCILER, details=details)
     enqueue_execute(step, call_pk=call.pk)
+
+
+def _not_applied(step: Step, call: ToolCall) -> None:
+    """Not applied, and its operation ended: the call fails and its key is released."""
+    result = error(ErrorCode.NOT_APPLIED, "It did not take effect; its operation ended.")
+    details = {"reconciled": "not applied", "operation_state": step.operation.state}
+    call_finish(
+        step,
+        call,
+        to_state=CallState.FAILED,
+        model_result=result,
+        actor=RECONCILER,
+        details=details,
+    )
+    key_settle(step, call, applied=False)
 
 
 #: What a human may say about a lost outcome → (call state, envelope for the model).

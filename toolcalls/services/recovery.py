@@ -37,7 +37,7 @@ from toolcalls.services.enqueue import (
 )
 from toolcalls.services.execution import settle_lost_call
 from toolcalls.services.unit import call_step, lease_clear, lease_expired, operation_step
-from toolcalls.states import AuditKind, CallState, OperationState
+from toolcalls.states import OPERATION_TERMINAL, AuditKind, CallState, OperationState
 
 log = logging.getLogger("callgate.recovery")
 _RUNNABLE = (OperationState.PENDING, OperationState.MODEL_REQUESTED, OperationState.RESULTS_READY)
@@ -65,7 +65,15 @@ def recovery_sweep(*, now: datetime | None = None) -> dict[str, int]:
 
 
 def _each(pks: list[int], action: Callable[[int], bool]) -> int:
-    return sum(1 for pk in pks if action(pk))
+    """How many of ``pks`` ``action`` handled. One that fails is logged and skipped (its step
+    rolled back): a row that cannot be handled must not strand every row after it."""
+    handled = 0
+    for pk in pks:
+        try:
+            handled += action(pk)
+        except Exception:
+            log.exception("recovery sweep: row %s not handled", pk)
+    return handled
 
 
 def _expired_turns(now: datetime) -> list[int]:
@@ -86,14 +94,18 @@ def _expired_calls(now: datetime) -> list[int]:
 
 
 def _stranded_calls(grace: datetime) -> list[int]:
-    handed_over = Q(state=CallState.PROPOSED, queued_at__lt=grace)
-    approved = Q(state=CallState.APPROVED, updated_at__lt=grace)
-    unreconciled = Q(state=CallState.UNKNOWN_OUTCOME, updated_at__lt=grace) & ~Q(
-        operation__state=OperationState.ESCALATED
+    """Calls handed to a worker that none took. Of an ended operation only a call queued to run
+    again (``attempt`` > 0): its claim drops the retry and releases the key it may hold; the
+    others wait for no worker (an unknown outcome there waits for a person)."""
+    ended = Q(operation__state__in=OPERATION_TERMINAL)
+    handed_over = Q(state=CallState.PROPOSED, queued_at__lt=grace) & (~ended | Q(attempt__gt=0))
+    approved = Q(state=CallState.APPROVED, updated_at__lt=grace) & ~ended
+    unreconciled = (
+        Q(state=CallState.UNKNOWN_OUTCOME, updated_at__lt=grace)
+        & ~ended
+        & ~Q(operation__state=OperationState.ESCALATED)
     )
-    rows = ToolCall.objects.filter(handed_over | approved | unreconciled).exclude(
-        operation__state__in=(OperationState.CANCELLED, OperationState.STOPPED)
-    )
+    rows = ToolCall.objects.filter(handed_over | approved | unreconciled)
     return list(rows.values_list("pk", flat=True)[:BATCH])
 
 
