@@ -93,3 +93,13 @@ def test_a_blank_id_shows_as_empty(superuser: Client) -> None:
     assert _list_cells(changelist, "response_id") == ["-"]
     detail = superuser.get(change_url(turn)).content.decode()
     assert _detail_values(detail, "response_id") == ["-"]
+
+
+@pytest.mark.parametrize("model", [ToolCall, IdempotencyRecord])
+def test_a_row_named_by_what_others_wrote_is_titled_with_the_control_shown(
+    superuser: Client, rows: dict, model: type[models.Model]
+) -> None:
+    detail = superuser.get(change_url(rows[model])).content.decode()
+    title = re.search(r"<title>(.*?)</title>", detail, re.S)
+    assert title and "⟨U+202E⟩" in title.group(1)
+    assert OVERRIDE not in detail.replace(MARKER, "")  # not in the heading or breadcrumbs

@@ -17,6 +17,7 @@ from providers.base import Outcome
 from providers.families import get_adapter
 from toolcalls.ids import new_call_id, new_operation_id
 from toolcalls.states import AuditKind, CallState, OperationState
+from toolcalls.text import shown_plain
 
 #: The longest reason a person gives (deciding an approval, cancelling or stopping an operation),
 #: in characters: kept whole where it is stored.
@@ -470,7 +471,7 @@ class ToolCall(models.Model):
         ordering = ["operation", "turn", "position"]
 
     def __str__(self) -> str:
-        return f"{self.public_id} {self.tool_name}"
+        return f"{self.public_id} {shown_plain(self.tool_name)}"  # the name as the model wrote it
 
 
 class IdempotencyRecord(models.Model):
@@ -506,7 +507,7 @@ class IdempotencyRecord(models.Model):
         indexes = [models.Index(fields=["key"], name="idempotency_key_lookup")]
 
     def __str__(self) -> str:
-        return f"{self.tool_name}:{self.key}"
+        return f"{self.tool_name}:{shown_plain(self.key)}"  # the key from the model's arguments
 
 
 class AppendOnlyQuerySet(models.QuerySet["AuditEvent"]):

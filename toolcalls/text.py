@@ -70,6 +70,13 @@ def visible_pattern() -> str:
 _BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+def shown_plain(value: str) -> str:
+    """``value`` as plain text for people where no markup goes (a row's name in the admin's
+    titles and breadcrumbs): each bidirectional control written as ``⟨U+202E⟩``, so it can
+    reorder nothing."""
+    return _BIDI_CONTROLS.sub(lambda match: f"⟨U+{ord(match.group(0)):04X}⟩", value)
+
+
 def _control_marker(match: re.Match[str]) -> str:
     code = f"U+{ord(match.group(0)):04X}"
     name = unicodedata.name(match.group(0))
