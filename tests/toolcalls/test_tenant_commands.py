@@ -304,6 +304,7 @@ def test_a_name_differing_only_in_letter_case_is_refused(acme: Tenant, password:
         (("--username", "bad name!"), r"^user name 'bad name!': Enter a valid username"),
         (("--username", ""), r"^user name '': This field cannot be blank"),
         (("--username", "x" * 151), r"at most 150 characters"),
+        (("--username", "bob\u3164"), r"^user name 'bob\u3164': every character must show"),
         (("--tenant", "nope"), r"^no tenant 'nope'; manage.py create_tenant adds one$"),
     ],
 )

@@ -246,6 +246,9 @@ def member_password_check(*, username: str, password: str) -> None:
 
 
 def _username_check(username: str) -> None:
+    """Django's rules for a user name, and every character showing: the audit trail and the
+    console name people by it, and a Hangul filler (a letter to Django) would let ``bob`` +
+    U+3164 pass for ``bob``."""
     user_model = get_user_model()
     field = user_model._meta.get_field(user_model.USERNAME_FIELD)
     try:
@@ -253,6 +256,9 @@ def _username_check(username: str) -> None:
     except ValidationError as exc:
         message = f"user name {username!r}: {' '.join(exc.messages)}"
         raise TenantError("invalid_request", message) from None
+    if not plain(username):
+        message = f"user name {username!r}: every character must show (no blank letters)"
+        raise TenantError("invalid_request", message)
 
 
 def _user(username: str) -> Any:
