@@ -62,6 +62,12 @@ from toolcalls.demo.services import DemoSeed
 from toolcalls.errors import CallgateError
 from toolcalls.models import AgentRevision, Operation
 from toolcalls.remote.models import RemoteTool
+from toolcalls.remote.services import (
+    HttpToolForm,
+    ServerForm,
+    remote_http_tool_register,
+    remote_server_register,
+)
 from toolcalls.services.agents import AgentDefinition, agent_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
@@ -96,6 +102,11 @@ ENDPOINTS: list[tuple[str, str, str]] = [
     ("PATCH", "/tools/{tool}", MANAGE),
     ("GET", "/remote-servers", MANAGE),
     ("POST", "/remote-servers", MANAGE),
+    ("GET", "/remote-servers/{server}", MANAGE),
+    ("POST", "/remote-servers/{server}/discover", MANAGE),
+    ("POST", "/remote-servers/{server}/tools", MANAGE),
+    ("POST", "/remote-servers/{server}/tools/{remote_tool}/enable", MANAGE),
+    ("POST", "/remote-servers/{server}/tools/{remote_tool}/disable", MANAGE),
 ]
 #: A valid body for each POST (starting an operation: a refund on scripted replies).
 BODIES: dict[str, dict[str, Any]] = {
@@ -107,6 +118,8 @@ BODIES: dict[str, dict[str, Any]] = {
     "/revisions": {"instructions": "Be brief."},
     "/messages": {"input": "And the other order?"},
     "/remote-servers": {"name": "ledger", "kind": "http", "signing_secret": "s"},
+    "/tools": {"name": "refund", "input_schema": {"type": "object"}, "url": "http://127.0.0.1:9/r"},
+    "/enable": {"risk": "read", "timeout_ms": 2000, "approval": "never"},
 }
 #: The body of each PUT and PATCH (a tool's settings).
 SETTINGS = {"enabled": True}
@@ -117,14 +130,19 @@ OBJECT_ENDPOINTS = [e for e in ENDPOINTS if "{op}" in e[1] or "{apr}" in e[1]]
 
 @pytest.fixture
 def parked(demo: DemoSeed) -> dict[str, str]:
-    """A refund of ``acme`` waiting for approval: ``op`` and ``apr`` IDs."""
+    """A refund of ``acme`` waiting for approval: ``op`` and ``apr`` IDs; an agent profile,
+    and an HTTP server ``shop`` with its tool ``pay`` awaiting review."""
     client, _ = keyed_client(demo.tenant, READ, WRITE, name="checkout")
     operation = create(client)
     (approval,) = get(client, "/approvals").json()["results"]
     definition = AgentDefinition(family="openai_responses", model="gpt-5.1")
     agent_create(tenant=demo.tenant, name="refunds", definition=definition, actor=ENGINE)
+    form = ServerForm(name="shop", kind="http", signing_secret="s")
+    server = remote_server_register(tenant=demo.tenant, form=form, actor=ENGINE)
+    pay = HttpToolForm("pay", "", {"type": "object"}, "http://127.0.0.1:9/pay")
+    remote_http_tool_register(server_pk=server.pk, form=pay, actor=ENGINE)
     ids = {"op": operation["id"], "apr": approval["id"], "tool": "get_order"}
-    return ids | {"agent": "refunds"}
+    return ids | {"agent": "refunds", "server": "shop", "remote_tool": "pay"}
 
 
 def _call(client: APIClient, method: str, path: str, ids: dict[str, str]) -> Any:

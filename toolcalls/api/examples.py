@@ -417,6 +417,7 @@ REVIEW = OpenApiExample(
     request_only=True,
     value={"risk": "read", "timeout_ms": 5000, "approval": "never"},
 )
+NO_FIELDS = OpenApiExample("No fields", request_only=True, value={})
 REMOTE_SERVER = _response("Registered, its tools awaiting review", _REMOTE_SERVER_VALUE)
 REMOTE_SERVERS = page("The tenant's servers", _REMOTE_SERVER_VALUE)
 REMOTE_TOOL = _response("Awaiting review", _REMOTE_TOOL_VALUE)

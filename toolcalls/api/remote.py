@@ -19,6 +19,7 @@ from toolcalls.api.idempotency import idempotent
 from toolcalls.api.serializers import (
     ErrorSerializer,
     NameList,
+    NoFields,
     NullForBlank,
     OptionalText,
     OptionalUrl,
@@ -213,7 +214,7 @@ class RemoteServerDiscoverView(RemoteApiView):
 
     @extend_schema(
         summary="List an MCP server's tools again",
-        request=None,
+        request=NoFields,
         responses={
             200: OpenApiResponse(
                 RemoteServerSerializer,
@@ -224,9 +225,11 @@ class RemoteServerDiscoverView(RemoteApiView):
             **UNREACHABLE,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.NO_FIELDS],
     )
     @idempotent
     def post(self, request: Request, name: str) -> Response:
+        self.validated(NoFields)
         remote_server_discover(server_pk=self.server(name).pk, actor=self.actor())
         return self.server_response(name)
 
@@ -287,7 +290,7 @@ class RemoteToolDisableView(RemoteApiView):
 
     @extend_schema(
         summary="Disable a remote tool",
-        request=None,
+        request=NoFields,
         responses={
             200: OpenApiResponse(
                 RemoteToolSerializer, "Out of the catalogue.", [examples.REMOTE_TOOL_DISABLED]
@@ -295,8 +298,10 @@ class RemoteToolDisableView(RemoteApiView):
             **ERRORS,
         },
         parameters=[examples.IDEMPOTENCY_KEY],
+        examples=[examples.NO_FIELDS],
     )
     @idempotent
     def post(self, request: Request, name: str, remote_name: str) -> Response:
+        self.validated(NoFields)
         tool = remote_tool_disable(tool_pk=self.tool(name, remote_name).pk, actor=self.actor())
         return Response(RemoteToolSerializer(tool).data)

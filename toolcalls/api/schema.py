@@ -21,11 +21,12 @@ from typing import Any
 from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
 
 from toolcalls.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
-from toolcalls.api.serializers import OptionalText, may_not_be_blank
+from toolcalls.api.serializers import OptionalText, StrictSerializer, may_not_be_blank
 from toolcalls.text import visible_pattern
 
 
@@ -87,6 +88,16 @@ class ContractSchema(AutoSchema):
             # "Absent" is stored as "", which the field refuses from a client: no default to send.
             del schema["default"]
         return schema
+
+    def _get_request_for_media_type(
+        self, serializer: Any, direction: str = "request"
+    ) -> tuple[dict[str, Any] | None, bool]:
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        if schema is None and isinstance(force_instance(serializer), StrictSerializer):
+            # A body of no fields (``NoFields``) is still read, and refused when it holds one:
+            # documented (drf-spectacular leaves an empty serializer out), and with it 413, 415.
+            return {"type": "object", "additionalProperties": False}, False
+        return schema, required
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)

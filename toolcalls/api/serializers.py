@@ -166,7 +166,7 @@ class StrictSerializer(serializers.Serializer):
             return super().to_internal_value(data)  # DRF refuses it: not an object
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
-            known = ", ".join(self.fields)
+            known = ", ".join(self.fields) or "no field"
             raise serializers.ValidationError(
                 {name: [f"Unknown field; this body takes: {known}."] for name in unknown}
             )
@@ -185,6 +185,11 @@ class StrictSerializer(serializers.Serializer):
         if wrong:
             raise serializers.ValidationError(wrong)
         return value
+
+
+class NoFields(StrictSerializer):
+    """The body of an action that takes no fields: ``{}``, or no body at all; any field is
+    refused as :class:`StrictSerializer` refuses one it does not declare."""
 
 
 class NameList(serializers.ListField):
