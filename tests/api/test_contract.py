@@ -193,6 +193,21 @@ def test_the_rules_catch_what_they_are_for(document: dict[str, Any]) -> None:
     )
 
 
+def test_the_rules_catch_a_post_that_documents_no_body(document: dict[str, Any]) -> None:
+    """A POST read as taking no body would ignore what one holds (strict input refuses an
+    unknown field), and its 413 and 415 would go unlisted though the server answers them."""
+    broken = copy.deepcopy(document)
+    where = "/api/v1/remote-servers/{name}/tools/{remote_name}/disable"
+    operation = broken["paths"][where]["post"]
+    operation.pop("requestBody", None)  # as drf-spectacular writes request=None
+    for code in ("413", "415"):
+        operation["responses"].pop(code, None)
+    assert sorted(contract_problems(broken)) == [
+        f"POST {where}: no request body (an action that takes no fields: request=NoFields)",
+        f"POST {where}: undocumented statuses 413, 415",
+    ]
+
+
 def test_the_rules_catch_a_nullable_without_type_and_a_missing_read_only_field(
     document: dict[str, Any],
 ) -> None:

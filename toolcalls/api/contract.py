@@ -16,7 +16,7 @@ from jsonschema.protocols import Validator
 from openapi_schema_validator import OAS30ReadValidator, OAS30WriteValidator
 
 from toolcalls.api.request_ids import HEADER as REQUEST_ID_HEADER
-from toolcalls.api.schema import operations_of, shared_statuses
+from toolcalls.api.schema import BODY_METHODS, operations_of, shared_statuses
 from toolcalls.schema_errors import error_text
 
 _ERROR_REF = "#/components/schemas/Error"
@@ -63,6 +63,10 @@ def _problems(document: dict[str, Any], method: str, operation: dict[str, Any]) 
         yield from _response_problems(document, code, response)
     yield from _parameter_problems(operation)
     body = operation.get("requestBody")
+    if body is None and method in BODY_METHODS:
+        # The body is read all the same (its Idempotency-Key's fingerprint): an undocumented
+        # one is ignored whatever it holds, where strict input refuses an unknown field.
+        yield "no request body (an action that takes no fields: request=NoFields)"
     if body is not None:
         for media_type, media in body.get("content", {}).items():
             where = f"request {media_type}"

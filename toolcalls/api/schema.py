@@ -309,16 +309,22 @@ def _shape(operation: dict[str, Any], code: str, *, items: bool = False) -> str:
     return ref.rsplit("/", 1)[-1]
 
 
+#: The methods whose request the server reads a body of (``toolcalls.api.contract`` wants it
+#: documented, ``NoFields`` when it takes none).
+BODY_METHODS = ("post", "put", "patch")
+
+
 def shared_statuses(method: str, operation: dict[str, Any]) -> list[int]:
     """Statuses every endpoint of this kind can return: strict input (400), the path's other
     methods (405), content negotiation (406), a bug (500); with a key, 401, 403 and 429; with
-    a path parameter, 404; with a body, 413 and 415; with an ``Idempotency-Key``, 409."""
+    a path parameter, 404; with a body (any POST, PUT or PATCH: the server reads one, named in
+    the document or not), 413 and 415; with an ``Idempotency-Key``, 409."""
     codes = [400, 405, 406, 500]
     if _secured(operation):
         codes += [401, 403, 429]
     if any(p["in"] == "path" for p in operation.get("parameters", [])):
         codes.append(404)
-    if "requestBody" in operation:
+    if "requestBody" in operation or method in BODY_METHODS:
         codes += [413, 415]
     if _idempotent(operation):
         codes.append(409)
