@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from django.db import connection
 
 from tests.conftest import REPO, wait_for
@@ -162,9 +163,14 @@ class ScriptedHttp:
         return f"http://127.0.0.1:{self.port}"
 
 
-def send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+def send(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes,
+    content_type: str = "application/json",
+) -> None:
     handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
@@ -182,6 +188,41 @@ def dripping(answer: bytes, *, every_s: float) -> Reply:
                 time.sleep(every_s)
 
     return reply
+
+
+#: Headers of an MCP session passed both ways by :func:`forward`.
+_SESSION = ("Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version")
+
+
+def forward(upstream: str, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """Send the POST ``handler`` holds to the MCP server at ``upstream`` with the session's
+    headers, and its answer back; any other method is answered 405 (no listening stream)."""
+    if handler.command != "POST":
+        send(handler, 405, b"", content_type="text/plain")
+        return
+    forwarded = sent_on(upstream, handler, body)
+    handler.send_response(forwarded.status_code)
+    for name in _SESSION:
+        if name in forwarded.headers:
+            handler.send_header(name, forwarded.headers[name])
+    handler.send_header("Content-Length", str(len(forwarded.content)))
+    handler.end_headers()
+    handler.wfile.write(forwarded.content)
+
+
+def sent_on(upstream: str, handler: BaseHTTPRequestHandler, body: bytes) -> requests.Response:
+    """The MCP server at ``upstream``'s answer to the POST ``handler`` holds."""
+    headers = {name: handler.headers[name] for name in _SESSION if handler.headers[name]}
+    with requests.Session() as session:
+        session.trust_env = False  # straight to the server, whatever proxy a test names
+        return session.post(upstream, data=body, headers=headers, timeout=10)
+
+
+def jsonrpc_method(command: str, body: bytes) -> str:
+    """The JSON-RPC method of an HTTP request (``command``, ``body``) of an MCP session
+    (``""``: none, or not a POST)."""
+    message = json.loads(body) if command == "POST" else {}
+    return str(message.get("method", "")) if isinstance(message, dict) else ""
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.remote.conftest import ScriptedHttp, ScriptedMcp
-from tests.remote.test_mcp_unreadable_answers import forward
+from tests.remote.conftest import ScriptedHttp, ScriptedMcp, forward
 from tests.remote.test_remote_tools import enable, mcp_tool, register_mcp, run
 from toolcalls.states import CallState
 

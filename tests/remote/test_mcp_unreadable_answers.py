@@ -13,47 +13,20 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-import requests
 
-from tests.remote.conftest import Reply, ScriptedHttp, ScriptedMcp
+from tests.remote.conftest import (
+    Reply,
+    ScriptedHttp,
+    ScriptedMcp,
+    forward,
+    jsonrpc_method,
+    send,
+    sent_on,
+)
 from tests.remote.test_remote_tools import enable, mcp_tool, register_mcp, run
 from toolcalls.states import CallState, OperationState
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
-
-#: Headers of the MCP session passed both ways.
-_SESSION = ("Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version")
-
-
-def _answer(handler: BaseHTTPRequestHandler, status: int, content_type: str, body: bytes) -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
-def forward(upstream: str, handler: BaseHTTPRequestHandler, body: bytes) -> None:
-    """Send the POST ``handler`` holds to ``upstream`` with the session's headers, and its
-    answer back; any other method is answered 405 (no listening stream)."""
-    if handler.command != "POST":
-        _answer(handler, 405, "text/plain", b"")
-        return
-    forwarded = _sent_on(upstream, handler, body)
-    handler.send_response(forwarded.status_code)
-    for name in _SESSION:
-        if name in forwarded.headers:
-            handler.send_header(name, forwarded.headers[name])
-    handler.send_header("Content-Length", str(len(forwarded.content)))
-    handler.end_headers()
-    handler.wfile.write(forwarded.content)
-
-
-def _sent_on(upstream: str, handler: BaseHTTPRequestHandler, body: bytes) -> requests.Response:
-    headers = {name: handler.headers[name] for name in _SESSION if handler.headers[name]}
-    with requests.Session() as session:
-        session.trust_env = False  # straight to the server, whatever proxy a test names
-        return session.post(upstream, data=body, headers=headers, timeout=10)
 
 
 def _proxy(upstream: str, call_answer: tuple[int, str, bytes] | None) -> Reply:
@@ -62,16 +35,16 @@ def _proxy(upstream: str, call_answer: tuple[int, str, bytes] | None) -> Reply:
     JSON-RPC error without forwarding it (the server refused)."""
 
     def reply(handler: BaseHTTPRequestHandler, body: bytes) -> None:
-        message = json.loads(body) if handler.command == "POST" else {}
-        if message.get("method") != "tools/call":
+        if jsonrpc_method(handler.command, body) != "tools/call":
             forward(upstream, handler, body)
         elif call_answer is None:
             error = {"code": -32602, "message": "order_id is unknown here"}
-            refusal = {"jsonrpc": "2.0", "id": message["id"], "error": error}
-            _answer(handler, 200, "application/json", json.dumps(refusal).encode())
+            refusal = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "error": error}
+            send(handler, 200, json.dumps(refusal).encode())
         else:
-            _sent_on(upstream, handler, body)  # the tool runs
-            _answer(handler, *call_answer)
+            sent_on(upstream, handler, body)  # the tool runs
+            status, content_type, answer = call_answer
+            send(handler, status, answer, content_type=content_type)
 
     return reply
 

@@ -7,7 +7,8 @@ Every failure is one of three kinds, because what Callgate may do next depends o
 are refused, nobody answers, the server refused the request before running anything),
 :class:`RemoteLost` (the request may have reached the tool and the answer was lost: a timeout, a
 dropped connection, a 5xx) and :class:`RemoteBadReply` (an answer came back that cannot be used:
-not JSON, larger than ``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
+not JSON, JSON that cannot be read exactly (:func:`_exactly`), larger than
+``CALLGATE_REMOTE_MAX_REPLY_BYTES``, not the shape the protocol promises).
 
 The engine is synchronous: each MCP or HTTP exchange runs its own event loop (``anyio.run``) in
 the calling thread. Celery's workers and the in-process worker's threads run no loop of their own,
@@ -22,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -35,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolcalls.addresses import UrlRefused, url_check
-from toolcalls.binding import InexactJson, exact_json_loads
+from toolcalls.binding import InexactJson, exact_check, exact_json_loads
 from toolcalls.outbound import NoAnswer, NotSent, environ_proxy, pinned, send_within
 from toolcalls.signing import SIGNATURE_HEADER, payload_body, sign
 
@@ -207,11 +209,12 @@ def mcp_call_tool(
     not listed) may be called, and if so call it with ``arguments`` and ``meta`` (the request's
     ``_meta``). Returns (the tool as served, the result or ``None`` when not called);
     ``proceed`` runs inside the session's event loop, so it must not touch the database.
-    Raises :class:`RemoteUnavailable` before the call is sent, :class:`RemoteRefused` (a
-    JSON-RPC error the server sent: it ran nothing), :class:`RemoteLost` once it may have been
-    sent (a timeout included: the whole exchange gets ``timeout_s`` seconds; an answer that is
-    no JSON-RPC message, or an error status without one),
-    :class:`RemoteBadReply`."""
+    Raises :class:`RemoteUnavailable` before the call is sent,
+    :class:`RemoteRefused` (a JSON-RPC error the server sent: it ran nothing),
+    :class:`RemoteLost` once it may have been sent (a timeout included: the whole exchange gets
+    ``timeout_s`` seconds; an answer that is no JSON-RPC message, or an error status without
+    one), :class:`RemoteBadReply` (a result whose ``structuredContent`` cannot be read exactly
+    either, as an HTTP tool's reply: :func:`_exactly`)."""
 
     async def exchange(
         client: Client, phase: _Phase
@@ -221,6 +224,8 @@ def mcp_call_tool(
             return served, None
         phase.sent = True
         result = await client.call_tool(name, dict(arguments), meta=dict(meta))  # type: ignore[arg-type]
+        if not result.is_error:
+            _exactly(partial(exact_check, result.structured_content))
         return served, result
 
     return _mcp(address, timeout_s, exchange)
@@ -522,18 +527,28 @@ def _http(request: httpx2.Request, timeout_s: float) -> tuple[int, bytes]:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
-    """The reply's JSON object, read exactly (:func:`~toolcalls.binding.exact_json_loads`: a
-    member name given twice, a number beyond what JSON carries exactly, is no usable answer).
-    Raises :class:`RemoteBadReply`."""
+    """The reply's JSON object, read exactly (:func:`_exactly`). Raises
+    :class:`RemoteBadReply`."""
     try:
-        value = exact_json_loads(body)
-    except InexactJson as exc:
-        raise RemoteBadReply(f"the reply cannot be read exactly: {exc}") from exc
+        value = _exactly(partial(exact_json_loads, body))
     except (ValueError, RecursionError) as exc:
         raise RemoteBadReply("the reply is not JSON") from exc
     if not isinstance(value, dict):
         raise RemoteBadReply("the reply is not a JSON object")
     return value
+
+
+def _exactly(read: Callable[[], T]) -> T:
+    """What ``read`` returns: a tool's reply read, or checked once read, as exact JSON
+    (:func:`~toolcalls.binding.exact_json_loads`, :func:`~toolcalls.binding.exact_check`).
+    A member name given twice or a number beyond what JSON carries exactly is no usable
+    answer: :class:`RemoteBadReply`, which for a side effect is an unknown outcome, never a
+    failure that releases its key (the tool answered, so it ran). HTTP tools' replies and MCP
+    results (as the SDK read them) are held to it alike."""
+    try:
+        return read()
+    except InexactJson as exc:
+        raise RemoteBadReply(f"the reply cannot be read exactly: {exc}") from exc
 
 
 def _refusal(status: int, body: bytes) -> RemoteRefused:
