@@ -225,6 +225,45 @@ def jsonrpc_method(command: str, body: bytes) -> str:
     return str(message.get("method", "")) if isinstance(message, dict) else ""
 
 
+def holding(upstream: str, method: str, *, seconds: float) -> Reply:
+    """An MCP session forwarded to ``upstream``, but for its requests of JSON-RPC ``method``:
+    each is held ``seconds`` and never answered (nor forwarded)."""
+
+    def reply(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        if jsonrpc_method(handler.command, body) != method:
+            forward(upstream, handler, body)
+            return
+        handler.close_connection = True
+        time.sleep(seconds)
+
+    return reply
+
+
+#: The start of a TLS handshake record (a 64-byte ServerHello): 20 s at a byte every 0.3 s.
+HANDSHAKE = b"\x16\x03\x03\x00\x40" + bytes(64)
+
+
+@pytest.fixture
+def tls_dripping() -> Iterator[tuple[str, list[bytes]]]:
+    """An https URL on 127.0.0.1 whose server reads the client's first flight (its TLS hello,
+    recorded in the list) and answers with :data:`HANDSHAKE`, a byte every 0.3 s."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):  # the client gave up, or the test ended
+            connection, _ = listener.accept()
+            with connection:
+                received.append(connection.recv(65536))
+                for byte in HANDSHAKE:
+                    connection.sendall(bytes([byte]))
+                    time.sleep(0.3)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}", received
+    listener.close()
+
+
 @pytest.fixture
 def scripted_http() -> Iterator[ScriptedHttp]:
     tool = ScriptedHttp(reply=lambda handler, body: send(handler, 200, b"{}"))

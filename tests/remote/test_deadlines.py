@@ -2,32 +2,46 @@
 handshake included), request, status line, headers and body. A server dripping its answer a
 byte at a time keeps each wait for bytes short; the exchange still ends at the timeout, as a
 lost answer once the request may have gone out and as one that reached nothing before that.
-Real servers on 127.0.0.1; ``toolcalls.outbound``."""
+A call records it so: a side effect whose request never went out (an MCP session still starting
+or listing, a TLS handshake, a late resolver) is a tool that did not run, not an unknown
+outcome. Real servers on 127.0.0.1; ``toolcalls.outbound``."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
-from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
-from tests.remote.conftest import ScriptedHttp, dripping
-from toolcalls import outbound
+from tests.remote.conftest import (
+    ScriptedHttp,
+    ScriptedMcp,
+    dripping,
+    forward,
+    holding,
+    jsonrpc_method,
+)
+from tests.remote.test_remote_tools import enable, mcp_tool, register_http, register_mcp, run
+from toolcalls import addresses, outbound
+from toolcalls.models import IdempotencyRecord, Operation, ToolCall
 from toolcalls.remote import clients
 from toolcalls.remote.clients import Address, RemoteLost, RemoteUnavailable
+from toolcalls.remote.models import RemoteServer, RemoteTool
+from toolcalls.states import CallState, OperationState
 from toolcalls.webhooks import delivery
 
 #: An answer whose status line and headers alone take 20 s at a byte every 0.3 s.
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-#: The start of a TLS handshake record (a 64-byte ServerHello): 20 s at a byte every 0.3 s.
-HANDSHAKE = b"\x16\x03\x03\x00\x40" + bytes(64)
 #: The most an exchange with a 1 s timeout may take here (room for a slow machine); dripping
-#: the answers above takes 20 s.
+#: that answer or a TLS handshake (``conftest.HANDSHAKE``) takes 20 s.
 WITHIN_S = 4.0
+
+
+def _late(host: str, port: int) -> str:
+    """A resolver answering after 6 s."""
+    time.sleep(6)
+    return "203.0.113.7"
 
 
 def _post(url: str) -> Any:
@@ -51,27 +65,6 @@ def test_an_http_tool_dripping_its_status_line_and_headers_is_lost_at_its_timeou
         exchange(f"{scripted_http.url}/refund")
     assert time.monotonic() - started < WITHIN_S
     assert len(scripted_http.requests) == 1
-
-
-@pytest.fixture
-def tls_dripping() -> Iterator[tuple[str, list[bytes]]]:
-    """An https URL on 127.0.0.1 whose server reads the client's first flight (its TLS hello,
-    recorded in the list) and answers with :data:`HANDSHAKE`, a byte every 0.3 s."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    received: list[bytes] = []
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):  # the client gave up, or the test ended
-            connection, _ = listener.accept()
-            with connection:
-                received.append(connection.recv(65536))
-                for byte in HANDSHAKE:
-                    connection.sendall(bytes([byte]))
-                    time.sleep(0.3)
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"https://127.0.0.1:{listener.getsockname()[1]}", received
-    listener.close()
 
 
 def test_an_https_tool_dripping_its_handshake_got_nothing_at_its_timeout(
@@ -112,12 +105,109 @@ def test_an_mcp_session_waiting_for_its_host_to_resolve_ends_at_its_timeout(
     settings.CALLGATE_REMOTE_ALLOW_PRIVATE = False
     monkeypatch.setattr(clients, "url_check", lambda url, *, allow_private: None)
 
-    def late(host: str, port: int) -> str:
-        time.sleep(6)
-        return "203.0.113.7"
-
-    monkeypatch.setattr(outbound, "public_address", late)
+    monkeypatch.setattr(outbound, "public_address", _late)
     started = time.monotonic()
     with pytest.raises(RemoteUnavailable, match="no answer in time"):
         clients.mcp_list_tools(Address(url="http://mcp.callgate.invalid/mcp"), timeout_s=1.0)
     assert time.monotonic() - started < WITHIN_S
+
+
+# --- a whole call: nothing sent before the timeout is a tool that did not run -------------------
+
+#: The timeout of the tools called below (ms); each server holds its answer far longer.
+CALL_TIMEOUT_MS = 500
+
+
+def _unavailable(operation: Operation) -> ToolCall:
+    """The operation's one call, failed as a tool that could not be reached: nothing ran, the
+    model was told, its key released (the same intent may run once the server answers)."""
+    operation.refresh_from_db()
+    failed = operation.calls.get()
+    assert (failed.state, failed.error_code) == (CallState.FAILED, "TOOL_UNAVAILABLE")
+    assert operation.state == OperationState.COMPLETED
+    assert not IdempotencyRecord.objects.exists()
+    return failed
+
+
+def _pay_through(demo: Any, scripted_mcp: ScriptedMcp, scripted_http: ScriptedHttp) -> None:
+    """A side-effecting MCP tool, registered and enabled through ``scripted_http`` forwarding
+    the session to the fixture server."""
+    scripted_mcp.script([mcp_tool("pay")], {"pay": {"structured": {"paid": True}}})
+    scripted_http.reply = partial(forward, scripted_mcp.url)
+    server = register_mcp(demo.tenant, f"{scripted_http.url}/mcp")
+    enable(server, "pay", risk="irreversible", timeout_ms=CALL_TIMEOUT_MS)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager_tasks")
+@pytest.mark.parametrize("method", ["initialize", "notifications/initialized", "tools/list"])
+def test_an_mcp_server_silent_before_the_call_went_out_ran_nothing(
+    demo: Any, scripted_mcp: ScriptedMcp, scripted_http: ScriptedHttp, method: str
+) -> None:
+    """The session's start, or the listing before the call, held past the tool's timeout:
+    ``tools/call`` was never sent, so a side effect is unavailable, not an unknown outcome."""
+    _pay_through(demo, scripted_mcp, scripted_http)
+    scripted_http.reply = holding(scripted_mcp.url, method, seconds=10)
+    started = time.monotonic()
+    operation = run(demo, "shop__pay", {"order_id": "ORD-1"})
+    assert time.monotonic() - started < WITHIN_S
+    failed = _unavailable(operation)
+    assert "no answer in time" in (failed.protected_audit or {})["handler"]["detail"]
+    methods = _methods(scripted_http)
+    assert method in methods and "tools/call" not in methods
+
+
+def _methods(scripted_http: ScriptedHttp) -> list[str]:
+    """The JSON-RPC methods of the MCP requests ``scripted_http`` got, in order."""
+    return [jsonrpc_method(command, body) for command, _p, _h, body in scripted_http.requests]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager_tasks")
+@pytest.mark.parametrize("kind", ["mcp", "http"])
+def test_a_tool_whose_handshake_outlasts_its_timeout_ran_nothing(
+    demo: Any,
+    scripted_mcp: ScriptedMcp,
+    scripted_http: ScriptedHttp,
+    tls_dripping: tuple[str, list[bytes]],
+    kind: str,
+) -> None:
+    """Connected, the TLS handshake still under way at the timeout: nothing was sent, as the
+    exchange on its own says (above), and the call records it so."""
+    url, received = tls_dripping
+    if kind == "mcp":
+        _pay_through(demo, scripted_mcp, scripted_http)
+        RemoteServer.objects.update(url=f"{url}/mcp")
+        name = "shop__pay"
+    else:
+        server = register_http(demo, scripted_http)
+        enable(server, "pay", risk="irreversible", timeout_ms=CALL_TIMEOUT_MS)
+        RemoteTool.objects.update(url=f"{url}/pay")
+        name = "ledger__pay"
+    started = time.monotonic()
+    operation = run(demo, name, {"order_id": "ORD-1"})
+    assert time.monotonic() - started < WITHIN_S
+    _unavailable(operation)
+    assert received and received[0].startswith(b"\x16")  # a TLS hello, no HTTP request
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager_tasks")
+def test_an_mcp_tool_whose_host_resolves_after_its_timeout_ran_nothing(
+    demo: Any,
+    scripted_mcp: ScriptedMcp,
+    scripted_http: ScriptedHttp,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
+) -> None:
+    """Where private addresses are refused, the session's address check resolves its host
+    first: a resolver answering late holds it no longer than the tool's timeout either."""
+    _pay_through(demo, scripted_mcp, scripted_http)
+    settings.CALLGATE_REMOTE_ALLOW_PRIVATE = False
+
+    monkeypatch.setattr(addresses, "public_address", _late)
+    started = time.monotonic()
+    operation = run(demo, "shop__pay", {"order_id": "ORD-1"})
+    assert time.monotonic() - started < WITHIN_S
+    _unavailable(operation)
+    assert _methods(scripted_http).count("initialize") == 1  # the registration's session only

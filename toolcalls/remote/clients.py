@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 import httpx2
 import mcp_types
 from django.conf import settings
@@ -209,7 +210,8 @@ def mcp_call_tool(
     not listed) may be called, and if so call it with ``arguments`` and ``meta`` (the request's
     ``_meta``). Returns (the tool as served, the result or ``None`` when not called);
     ``proceed`` runs inside the session's event loop, so it must not touch the database.
-    Raises :class:`RemoteUnavailable` before the call is sent,
+    Raises :class:`RemoteUnavailable` before the call is sent (the timeout passing while the
+    address is checked, the session starts or the tools are listed included),
     :class:`RemoteRefused` (a JSON-RPC error the server sent: it ran nothing),
     :class:`RemoteLost` once it may have been sent (a timeout included: the whole exchange gets
     ``timeout_s`` seconds; an answer that is no JSON-RPC message, or an error status without
@@ -371,12 +373,14 @@ class _LimitedBody(httpx2.AsyncByteStream):
 def _mcp(
     address: Address, timeout_s: float, exchange: Callable[[Client, _Phase], Awaitable[T]]
 ) -> T:
-    address_check(address)
     phase = _Phase()
     phase.over_http = not address.command
 
     async def session() -> T:
         with anyio.fail_after(timeout_s):
+            # Within the deadline: the check resolves the host, and a resolver answering late
+            # must end as the session's other steps before the call do (nothing sent).
+            await anyio.to_thread.run_sync(address_check, address, abandon_on_cancel=True)
             async with (
                 httpx2.AsyncClient(
                     headers=dict(address.headers),

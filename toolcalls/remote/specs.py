@@ -100,7 +100,7 @@ def remote_spec(tool: RemoteTool) -> ToolSpec:
         parameters=rules.strict_schema(tool.input_schema),
         schema_version=f"remote-{tool.pinned_sha256[:16]}",
         risk=tool.risk,  # type: ignore[arg-type]  # checked by the review
-        timeout_ms=tool.timeout_ms or 1,
+        timeout_ms=_timeout_ms(tool) + HANDLER_GRACE_MS,
         handler=partial(_mcp_call if mcp else _http_call, tool),
         idempotency_key=partial(_key, tool) if side_effects else None,
         precondition=partial(_still_pinned, tool) if mcp else None,
@@ -253,8 +253,22 @@ def _still_pinned(tool: RemoteTool, ctx: ToolContext, arguments: Mapping[str, An
         raise _changed(tool, served, "APPROVAL_STALE")
 
 
+#: How much longer than the exchange's own timeout (the review's ``timeout_ms``) the engine's
+#: timer gives a call's handler. The exchange ends itself at its timeout and says whether the
+#: call went out (:class:`~toolcalls.remote.clients.RemoteUnavailable` before, a lost answer
+#: after); the engine's timer cannot tell, and a side effect it ended is an unknown outcome
+#: even when nothing was sent. So it must not end the run first: the grace covers the handler's
+#: own reads and the session's shutdown once its deadline passed (an MCP server over stdio is
+#: given seconds to exit).
+HANDLER_GRACE_MS = 5_000
+
+
+def _timeout_ms(tool: RemoteTool) -> int:
+    return tool.timeout_ms or 1000
+
+
 def _timeout_s(tool: RemoteTool) -> float:
-    return (tool.timeout_ms or 1000) / 1000
+    return _timeout_ms(tool) / 1000
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
