@@ -663,6 +663,29 @@ def test_every_body_is_read_exactly(demo: DemoSeed, path: str, body: str, named:
     assert not AgentRevision.objects.exists() and not RemoteTool.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("body", "extra", "said"),
+    [
+        ("", {}, "The body is empty"),
+        # As gunicorn and Django's development server pass a chunked body: no length, so
+        # Django reads none of it.
+        ("{}", {"CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"}, "Transfer-Encoding"),
+    ],
+)
+def test_a_body_the_server_would_read_as_none_is_malformed_not_missing_fields(
+    demo: DemoSeed, body: str, extra: dict[str, str], said: str
+) -> None:
+    """An empty JSON body, or one sent chunked, is not taken as ``{}`` (which named every
+    required field as missing, as if the client had left them out)."""
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    body = body and json.dumps(create_body(replies=[final()]))
+    headers = {"HTTP_IDEMPOTENCY_KEY": "k", **extra}
+    response = client.post(f"{API}/operations", body, content_type="application/json", **headers)
+    assert error_of(response, 400, "malformed_request")["message"].startswith(said)
+    assert not Operation.objects.exists()
+    assert not IdempotentRequest.objects.exists()
+
+
 def test_an_idempotency_key_with_nul_is_400(demo: DemoSeed) -> None:
     client, _ = keyed_client(demo.tenant, READ, WRITE)
     response = post(client, "/operations", create_body(replies=[final()]), idempotency_key="a\x00")

@@ -190,8 +190,9 @@ def _referenced(schema: dict[str, Any]) -> list[dict[str, Any]]:
 STATUS_DESCRIPTIONS = {
     400: "The request is not valid: an unknown or wrong query parameter, body field or header "
     "(`details.fields` names each; a query parameter given twice is wrong unless it is an "
-    "array), a body that is not JSON or not I-JSON (a member name given twice in one object, a "
-    "number beyond ±(2^53-1)), a missing `Idempotency-Key`, or a cursor of another list.",
+    "array), a body that is not JSON (an empty one too) or not I-JSON (a member name given twice "
+    "in one object, a number beyond ±(2^53-1)) or sent chunked (send a `Content-Length`), a "
+    "missing `Idempotency-Key`, or a cursor of another list.",
     401: "No API key, or an unknown or revoked one.",
     403: "The key lacks the scope this request needs, or its service may not do this.",
     404: "No such object in the key's tenant.",

@@ -140,6 +140,7 @@ class StrictView(APIView):
             return  # answered 405 by dispatch, whatever the request holds
         self._refuse_unknown_parameters(request)
         self._refuse_repeated_parameters(request)
+        _refuse_unread_body(request)
         _refuse_unstorable(request, kwargs)
 
     def _refuse_unknown_parameters(self, request: Request) -> None:
@@ -225,6 +226,36 @@ class ApiView(StrictView):
         operation = self.operation(public_id)
         operation_refuse_ended(operation)
         return operation
+
+
+def _refuse_unread_body(request: Request) -> None:
+    """400 ``malformed_request`` for a body DRF would read as none, so as ``{}``: one sent with
+    ``Transfer-Encoding`` (chunked), which comes without a ``Content-Length`` and so reads as
+    empty under gunicorn and the development server alike (Django reads a body by its length),
+    and an empty one declared JSON, which is no JSON text. Either looked like a body missing
+    its fields."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    if request.META.get("HTTP_TRANSFER_ENCODING"):
+        raise exceptions.ParseError(
+            "Transfer-Encoding (a chunked body) cannot be read by this server; send the body "
+            "with a Content-Length."
+        )
+    media_type = request.content_type.split(";", 1)[0].strip().lower()
+    json_declared = media_type in {parser.media_type for parser in request.parsers}
+    if json_declared and _content_length(request) == 0:
+        raise exceptions.ParseError(
+            "The body is empty, which is not JSON; send a JSON object ({} for an action that "
+            "takes no fields)."
+        )
+
+
+def _content_length(request: Request) -> int:
+    """The body's declared length; 0 when none or unreadable, as DRF then reads no body."""
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
 
 
 def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
