@@ -446,6 +446,30 @@ def test_a_post_without_idempotency_key_is_400(demo: DemoSeed) -> None:
     assert not IdempotentRequest.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("k1,k2", "more than once"),  # two headers, as gunicorn and Django's server join them
+        ("k1, k2", "more than once"),
+        ("a\x01b", "control character U+0001"),
+        ("a\x7fb", "control character U+007F"),
+        ("a\tb", "control character U+0009"),
+    ],
+)
+def test_an_idempotency_key_sent_twice_or_with_a_control_character_is_400(
+    demo: DemoSeed, value: str, said: str
+) -> None:
+    """Two keys were stored as the one key ``k1,k2``, and a key with a control character was
+    taken (and shown) as sent."""
+    client, _ = keyed_client(demo.tenant, READ, WRITE)
+    response = post(client, "/operations", create_body(replies=[final()]), idempotency_key=value)
+    error = error_of(response, 400, "invalid_request")
+    assert said in error["message"], error
+    assert list(fields_of(error)) == ["Idempotency-Key"]
+    assert not Operation.objects.exists()
+    assert not IdempotentRequest.objects.exists()
+
+
 def test_a_key_still_in_flight_is_409(demo: DemoSeed) -> None:
     client, key = keyed_client(demo.tenant, READ, WRITE)
     body = create_body(replies=[final()])

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import unicodedata
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -30,9 +32,40 @@ from toolcalls.api.request_ids import current_request_id
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
+#: A key as the server takes it (ECMA 262 reads the pattern as Python does, so a schema can): no
+#: surrounding white space (HTTP drops it), no control character, and no comma, as two
+#: ``Idempotency-Key`` headers reach the application joined by one (RFC 9110 §5.3: gunicorn
+#: and Django's development server alike), which must not be taken as one key ``k1,k2``.
+KEY_PATTERN = (
+    r"^[^\s,\u0000-\u001f\u007f-\u009f]"
+    r"(?:[^,\u0000-\u001f\u007f-\u009f]*[^\s,\u0000-\u001f\u007f-\u009f])?$"
+)
+_KEY = re.compile(KEY_PATTERN)
 #: Seconds a client is asked to wait (``Retry-After``) before sending a request again whose key
 #: is still in flight: most requests finish well within it.
 IN_FLIGHT_RETRY_AFTER_S = 1
+
+
+def _key(request: Request) -> str:
+    """The request's key, refused 400 when missing (``idempotency_key_required``) or not one
+    key as :data:`KEY_PATTERN` says (``invalid_request`` naming the header)."""
+    value = request.headers.get(HEADER, "").strip()
+    if not value:
+        message = f"Send an {HEADER} header."
+        raise ApiError(400, "idempotency_key_required", message, {HEADER: [message]})
+    if len(value) > MAX_KEY_LENGTH:
+        message = f"{HEADER} is longer than {MAX_KEY_LENGTH}."
+    elif "," in value:
+        message = (
+            f"{HEADER} was sent more than once, or holds a comma (two headers arrive joined by "
+            "one): send one key, without commas."
+        )
+    elif not _KEY.fullmatch(value):
+        control = next(char for char in value if unicodedata.category(char) == "Cc")
+        message = f"{HEADER} holds the control character U+{ord(control):04X}; send visible text."
+    else:
+        return value
+    raise ApiError(400, "invalid_request", message, {HEADER: [message]})
 
 
 def _fingerprint(request: Request) -> str:
@@ -77,13 +110,7 @@ def idempotent(handler: Callable[..., Response]) -> Callable[..., Response]:
 
     @wraps(handler)
     def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
-        value = request.headers.get(HEADER, "").strip()
-        if not value:
-            message = f"Send an {HEADER} header."
-            raise ApiError(400, "idempotency_key_required", message, {HEADER: [message]})
-        if len(value) > MAX_KEY_LENGTH:
-            message = f"{HEADER} is longer than {MAX_KEY_LENGTH}."
-            raise ApiError(400, "invalid_request", message, {HEADER: [message]})
+        value = _key(request)
         fingerprint = _fingerprint(request)
         earlier = _reserve(request.auth, value, fingerprint)
         if earlier is not None:
