@@ -431,7 +431,7 @@ class RemoteServerAdmin(TenantScopedAdminMixin, SuperuserEditableAdminMixin, adm
     actions = ("discover",)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # registered anew rather than edited
+        return False  # its address, headers and secret change through the API (PATCH), audited
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Its append-only events (``server_registered`` at least) protect it: deleting could

@@ -397,6 +397,11 @@ REMOTE_SERVER_CREATE = OpenApiExample(
         "headers": {"Authorization": "Bearer crm-token"},
     },
 )
+REMOTE_SERVER_CHANGE = OpenApiExample(
+    "A token rotated",
+    request_only=True,
+    value={"headers": {"Authorization": "Bearer crm-token-2"}},
+)
 REMOTE_HTTP_TOOL_CREATE = OpenApiExample(
     "An HTTP tool",
     request_only=True,

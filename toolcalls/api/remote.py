@@ -33,8 +33,10 @@ from toolcalls.remote.services import (
     MAX_TIMEOUT_MS,
     HttpToolForm,
     Review,
+    ServerChange,
     ServerForm,
     remote_http_tool_register,
+    remote_server_change,
     remote_server_discover,
     remote_server_register,
     remote_tool_disable,
@@ -108,6 +110,28 @@ class ServerCreateSerializer(StrictSerializer):
     signing_secret = OptionalText(max_length=100)
 
 
+class ServerChangeSerializer(StrictSerializer):
+    """What changes on a server; a field left out stays as it is."""
+
+    url = serializers.URLField(
+        max_length=500,
+        required=False,
+        help_text="An MCP server's new streamable HTTP URL: it is listed there first "
+        "(`server_unreachable` when it cannot be; nothing changes then).",
+    )
+    headers = serializers.DictField(  # checked, not trimmed, by the service (invalid_server)
+        child=serializers.CharField(max_length=2000, trim_whitespace=False),
+        required=False,
+        help_text="Replaces all of the server's headers (`{}` removes them).",
+    )
+    signing_secret = serializers.CharField(
+        max_length=100,
+        required=False,
+        trim_whitespace=False,
+        help_text="An HTTP server's new signing secret (it cannot be blank).",
+    )
+
+
 class HttpToolCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=128)
     description = OptionalText(max_length=10_000, allow_blank=True)
@@ -132,7 +156,7 @@ class ReviewSerializer(StrictSerializer):
 
 
 class RemoteApiView(ApiView):
-    scopes = {"GET": (TOOLS_MANAGE,), "POST": (TOOLS_MANAGE,)}
+    scopes = {"GET": (TOOLS_MANAGE,), "POST": (TOOLS_MANAGE,), "PATCH": (TOOLS_MANAGE,)}
 
     def servers(self) -> Any:
         return RemoteServer.objects.filter(tenant=self.key().tenant).prefetch_related("tools")
@@ -204,6 +228,25 @@ class RemoteServerView(RemoteApiView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
+        return self.server_response(name)
+
+    @extend_schema(
+        summary="Change a remote server's URL, headers or signing secret",
+        request=ServerChangeSerializer,
+        responses={
+            200: OpenApiResponse(
+                RemoteServerSerializer,
+                "Changed (the next request uses it); a moved MCP server's tools as served there.",
+                [examples.REMOTE_SERVER],
+            ),
+            **ERRORS,
+            **UNREACHABLE,
+        },
+        examples=[examples.REMOTE_SERVER_CHANGE],
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        change = ServerChange(**self.validated(ServerChangeSerializer))
+        remote_server_change(server_pk=self.server(name).pk, change=change, actor=self.actor())
         return self.server_response(name)
 
 

@@ -117,6 +117,7 @@ class RemoteEvent(models.Model):
 
     class Kind(models.TextChoices):
         SERVER_REGISTERED = "server_registered", "server registered"
+        SERVER_CHANGED = "server_changed", "server's address, headers or secret changed"
         TOOL_DISCOVERED = "tool_discovered", "tool discovered"
         TOOL_CHANGED = "tool_changed", "tool changed on its server"
         TOOL_GONE = "tool_gone", "tool no longer served"

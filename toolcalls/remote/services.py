@@ -101,6 +101,70 @@ def remote_server_register(*, tenant: Tenant, form: ServerForm, actor: Actor) ->
     return server
 
 
+@dataclass(frozen=True)
+class ServerChange:
+    """What may change on a registered server, each ``None`` to keep it: ``url`` (MCP over
+    HTTP: it moved), ``headers`` (replacing them all: a token rotated), ``signing_secret`` (HTTP:
+    rotated). Its name, kind and command never change: they are what its tools are."""
+
+    url: str | None = None
+    headers: Mapping[str, str] | None = None
+    signing_secret: str | None = None
+
+
+def remote_server_change(*, server_pk: int, change: ServerChange, actor: Actor) -> RemoteServer:
+    """Change a server's address, headers or signing secret, under the rules of registering
+    it; the next request to it uses them. An MCP server given a new ``url`` or new headers is
+    listed there first (nothing changes when it cannot be reached) and what it serves is
+    recorded as discovery records it: a tool served differently there is disabled until
+    enabled again. The ``server_changed`` event names the fields changed, never their values.
+    Raises :class:`RemoteError` (``invalid_server``: a field breaks a rule, ``url`` for a
+    server that has none; ``server_unreachable``)."""
+    server = RemoteServer.objects.get(pk=server_pk)
+    form = _changed_form(server, change)
+    _server_form_check(form)
+    address = Address(url=form.url, command=tuple(form.command), headers=dict(form.headers))
+    relist = server.kind == RemoteServer.Kind.MCP and (form.url, form.headers) != (
+        server.url,
+        server.headers,
+    )
+    listing = _list(address) if relist else None
+    with transaction.atomic(durable=True):
+        server = RemoteServer.objects.select_for_update().get(pk=server_pk)
+        changed = [
+            name for name in ("url", "headers", "signing_secret") if _differs(server, form, name)
+        ]
+        if changed:
+            for name in changed:
+                setattr(server, name, getattr(form, name))
+            server.save(update_fields=changed)
+            _event(server, None, RemoteEvent.Kind.SERVER_CHANGED, actor, {"changed": changed})
+        if listing is not None:
+            _listing_record(server, listing, actor)
+    return server
+
+
+def _changed_form(server: RemoteServer, change: ServerChange) -> ServerForm:
+    if change.url is not None and not server.url:
+        message = "only an MCP server reached over HTTP has a url to change"
+        raise _field_refused("invalid_server", "url", message)
+    return ServerForm(
+        name=server.name,
+        kind=server.kind,
+        url=server.url if change.url is None else change.url,
+        command=tuple(server.command),
+        headers=dict(server.headers if change.headers is None else change.headers),
+        signing_secret=(
+            server.signing_secret if change.signing_secret is None else change.signing_secret
+        ),
+    )
+
+
+def _differs(server: RemoteServer, form: ServerForm, name: str) -> bool:
+    current = getattr(server, name)
+    return bool(current != (dict(form.headers) if name == "headers" else getattr(form, name)))
+
+
 def _server_form_check(form: ServerForm) -> None:
     """Raises ``invalid_server`` naming the first field of ``form`` that breaks a rule."""
     where, problem = _server_form_problem(form)
