@@ -215,8 +215,13 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
         if outcome.kind in ("crash", "timeout"):
             settle_lost_call(step, spec=claim.spec, kind=outcome.kind, detail=outcome.detail)
             return
-        lease_clear(step, call)
         state, result, audit = _envelope(claim.spec, outcome)
+        if outcome.kind == "ok" and state != CallState.SUCCEEDED and claim.spec.has_side_effects:
+            # It ran, and what it answered cannot be recorded: as good as a lost answer.
+            detail = str(audit.get("detail", result["error"]["message"]))
+            settle_lost_call(step, spec=claim.spec, kind="unreadable", detail=detail)
+            return
+        lease_clear(step, call)
         call_finish(step, call, to_state=state, model_result=result, actor=WORKER, audit=audit)
         if claim.spec.has_side_effects:
             key_settle(step, call, applied=state == CallState.SUCCEEDED)
@@ -225,8 +230,9 @@ def _record(claim: Claim, outcome: HandlerOutcome) -> None:
 
 
 def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: str) -> None:
-    """A run of the step's call whose answer was lost (``kind``: crash, timeout, or a worker
-    that stopped answering and lost its lease). A side effect may or may not have happened,
+    """A run of the step's call whose answer was lost (``kind``: crash, timeout, unreadable: a
+    side effect's answer that cannot be recorded, or a worker that stopped answering and lost
+    its lease). A side effect may or may not have happened,
     never "failed": its outcome is unknown and the reconciler asks, else a human decides. A
     read-only call runs again while ``CALLGATE_MAX_CALL_ATTEMPTS`` allows and its operation has
     not ended, else fails. The call's lease is cleared, so the lost run can no longer record
@@ -264,6 +270,7 @@ def settle_lost_call(step: Step, *, spec: ToolSpec | None, kind: str, detail: st
 #: How a lost run ended, for the escalation's reason (``settle_lost_call``'s kinds).
 _LOST = {
     "crash": "ended without an answer",
+    "unreadable": "answered with a result that cannot be recorded",
     "timeout": "timed out",
     "lease_expired": "lost its worker",
 }
