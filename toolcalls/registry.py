@@ -96,6 +96,10 @@ class ToolSpec:
       (:mod:`toolcalls.schema_patterns`): none may need backtracking.
     - ``risk``: ``read`` (may be retried), ``write`` or ``irreversible`` (side effects).
     - ``timeout_ms``: per-call handler timeout in milliseconds.
+    - ``timeout_grace_ms``: how much longer the engine waits for a handler that ends itself at
+      its ``timeout_ms`` and says whether its request went out (a remote tool's exchange), so
+      that the handler, not the engine's timer, decides between "nothing sent" and a lost
+      answer; 0 for a handler that does not.
     - ``handler(ctx, arguments) -> data``: returns the JSON-serialisable result data or raises
       :class:`ToolError`.
     - ``idempotency_key(ctx, arguments) -> str``: the business intent; required for side effects.
@@ -141,6 +145,7 @@ class ToolSpec:
     risk: Risk
     timeout_ms: int
     handler: Handler
+    timeout_grace_ms: int = 0
     idempotency_key: KeyFunction | None = None
     authorize: Authorize | None = None
     precondition: Precondition | None = None

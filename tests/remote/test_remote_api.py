@@ -229,3 +229,16 @@ def test_another_tenants_servers_are_invisible(demo: Any, scripted_mcp: Scripted
     error_of(get(theirs, "/remote-servers/shop"), 404, "not_found")
     review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
     error_of(post(theirs, "/remote-servers/shop/tools/lookup/enable", review), 404, "not_found")
+
+
+def test_a_remote_tool_shows_the_timeout_its_review_gave(
+    demo: Any, scripted_mcp: ScriptedMcp
+) -> None:
+    """The engine's timer runs past it (the exchange ends itself first and says whether the
+    call went out), but the tool's timeout is the one the administrator gave."""
+    scripted_mcp.script([{"name": "lookup", "description": "Find", "inputSchema": SCHEMA}])
+    client, _ = keyed_client(demo.tenant, MANAGE, "operations:read")
+    assert post(client, "/remote-servers", {"name": "shop", "kind": "mcp", "url": scripted_mcp.url})
+    review = {"risk": "read", "timeout_ms": 2000, "approval": "never"}
+    assert post(client, "/remote-servers/shop/tools/lookup/enable", review).status_code == 200
+    assert get(client, "/tools/shop__lookup").json()["timeout_ms"] == 2000

@@ -100,7 +100,8 @@ def remote_spec(tool: RemoteTool) -> ToolSpec:
         parameters=rules.strict_schema(tool.input_schema),
         schema_version=f"remote-{tool.pinned_sha256[:16]}",
         risk=tool.risk,  # type: ignore[arg-type]  # checked by the review
-        timeout_ms=_timeout_ms(tool) + HANDLER_GRACE_MS,
+        timeout_ms=_timeout_ms(tool),
+        timeout_grace_ms=HANDLER_GRACE_MS,
         handler=partial(_mcp_call if mcp else _http_call, tool),
         idempotency_key=partial(_key, tool) if side_effects else None,
         precondition=partial(_still_pinned, tool) if mcp else None,

@@ -180,7 +180,8 @@ def _start(
 
 @telemetry.tool_run
 def _run(claim: Claim) -> HandlerOutcome:
-    """Run the handler in a handler thread so its timeout (``timeout_ms``) can be enforced
+    """Run the handler in a handler thread so its timeout (``timeout_ms``, and the spec's
+    ``timeout_grace_ms`` for a handler that ends itself) can be enforced
     (:mod:`toolcalls.services.handler_threads`).
 
     A handler that outlives its timeout keeps running in the background; the call is recorded
@@ -195,9 +196,10 @@ def _run(claim: Claim) -> HandlerOutcome:
         except Exception as exc:  # a handler bug must not take the loop down with it
             return HandlerOutcome("crash", detail=f"{type(exc).__name__}: {exc}")
 
-    box = handler_run(target, timeout_s=claim.spec.timeout_ms / 1000)
+    waited_ms = claim.spec.timeout_ms + claim.spec.timeout_grace_ms
+    box = handler_run(target, timeout_s=waited_ms / 1000)
     if not box:
-        return HandlerOutcome("timeout", detail=f"no answer within {claim.spec.timeout_ms} ms")
+        return HandlerOutcome("timeout", detail=f"no answer within {waited_ms} ms")
     return box[0]
 
 
