@@ -77,6 +77,9 @@ def test_bounds_are_the_ones_enforced(document: dict[str, Any]) -> None:
     assert parameter("/api/v1/operations/{public_id}/events", "get", "limit")["maximum"] == 500
     key = parameter("/api/v1/operations", "post", "Idempotency-Key")
     assert (key["minLength"], key["maxLength"]) == (1, 255)
+    refused = ["k1,k2", "a\x01b", "a\tb", " a", "a\x7fb"]  # two headers joined, controls
+    assert [k for k in refused if re.search(key["pattern"], k)] == []
+    assert all(re.search(key["pattern"], k) for k in ("order 42", "dé-1", "a"))
     schemas = document["components"]["schemas"]
     assert schemas["OperationCreateRequest"]["properties"]["tools"]["uniqueItems"] is True
     assert schemas["ReviewRequest"]["properties"]["key_arguments"]["uniqueItems"] is True

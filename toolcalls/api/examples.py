@@ -4,17 +4,18 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
-from toolcalls.api.idempotency import HEADER, MAX_KEY_LENGTH
+from toolcalls.api.idempotency import HEADER, KEY_PATTERN, MAX_KEY_LENGTH
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     HEADER,
-    # HTTP drops blanks around a header's value; the server counts what is left.
-    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": r"^\S(.*\S)?$"},
+    # HTTP drops blanks around a header's value; the server counts what is left, and refuses a
+    # comma (two headers joined) or a control character in it.
+    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN},
     location=OpenApiParameter.HEADER,
     required=True,
-    description=f"Required on every POST: up to {MAX_KEY_LENGTH} characters, unique per request "
-    "and API key. The same key with the same request returns the first response "
-    "(Idempotent-Replayed: true); with a different request, 409.",
+    description=f"Required on every POST: up to {MAX_KEY_LENGTH} characters, no comma or "
+    "control character, unique per request and API key. The same key with the same request "
+    "returns the first response (Idempotent-Replayed: true); with a different request, 409.",
 )
 
 CREATE_LIVE = OpenApiExample(
