@@ -102,6 +102,10 @@ def test_an_http_tool_is_registered_with_its_schema(demo: Any) -> None:
     created = post(client, "/remote-servers/ledger/tools", tool)
     assert created.status_code == 201, created.content
     assert created.json()["name"] == "ledger__pay"
+    # Registered again: a change (or none), not a creation.
+    moved = post(client, "/remote-servers/ledger/tools", {**tool, "url": "http://127.0.0.1:9/p2"})
+    assert (moved.status_code, moved.json()["url"]) == (200, "http://127.0.0.1:9/p2")
+    assert post(client, "/remote-servers/ledger/tools", tool).status_code == 200
     review = {"risk": "write", "timeout_ms": 2000, "approval": "always"}
     refused = error_of(
         post(client, "/remote-servers/ledger/tools/pay/enable", review), 400, "invalid_review"

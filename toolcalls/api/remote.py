@@ -285,6 +285,11 @@ class RemoteHttpToolsView(RemoteApiView):
         summary="Register an HTTP tool",
         request=HttpToolCreateSerializer,
         responses={
+            200: OpenApiResponse(
+                RemoteToolSerializer,
+                "Registered before: changed (a new revision awaits review) or as it was.",
+                [examples.REMOTE_TOOL],
+            ),
             201: OpenApiResponse(
                 RemoteToolSerializer, "Registered; it awaits review.", [examples.REMOTE_TOOL]
             ),
@@ -297,8 +302,10 @@ class RemoteHttpToolsView(RemoteApiView):
     def post(self, request: Request, name: str) -> Response:
         form = HttpToolForm(**self.validated(HttpToolCreateSerializer))
         server = self.server(name)
+        known = server.tools.filter(remote_name=form.name).exists()
         tool = remote_http_tool_register(server_pk=server.pk, form=form, actor=self.actor())
-        return Response(RemoteToolSerializer(tool).data, status=status.HTTP_201_CREATED)
+        code = status.HTTP_200_OK if known else status.HTTP_201_CREATED
+        return Response(RemoteToolSerializer(tool).data, status=code)
 
 
 @extend_schema(tags=["remote tools"])
