@@ -229,33 +229,16 @@ class ApiView(StrictView):
 
 
 def _refuse_unread_body(request: Request) -> None:
-    """400 ``malformed_request`` for a body DRF would read as none, so as ``{}``: one sent with
-    ``Transfer-Encoding`` (chunked), which comes without a ``Content-Length`` and so reads as
-    empty under gunicorn and the development server alike (Django reads a body by its length),
-    and an empty one declared JSON, which is no JSON text. Either looked like a body missing
-    its fields."""
-    if request.method not in ("POST", "PUT", "PATCH"):
-        return
-    if request.META.get("HTTP_TRANSFER_ENCODING"):
+    """400 ``malformed_request`` for a body sent with ``Transfer-Encoding`` (chunked): it comes
+    without a ``Content-Length``, so gunicorn and the development server alike read it as empty
+    (Django reads a body by its length), which looked like a body missing its fields. An empty
+    body is no body, whatever its declared type: an action whose body is optional takes none
+    (a generated client declares JSON and sends nothing), one that needs fields names them."""
+    if request.method in ("POST", "PUT", "PATCH") and request.META.get("HTTP_TRANSFER_ENCODING"):
         raise exceptions.ParseError(
             "Transfer-Encoding (a chunked body) cannot be read by this server; send the body "
             "with a Content-Length."
         )
-    media_type = request.content_type.split(";", 1)[0].strip().lower()
-    json_declared = media_type in {parser.media_type for parser in request.parsers}
-    if json_declared and _content_length(request) == 0:
-        raise exceptions.ParseError(
-            "The body is empty, which is not JSON; send a JSON object ({} for an action that "
-            "takes no fields)."
-        )
-
-
-def _content_length(request: Request) -> int:
-    """The body's declared length; 0 when none or unreadable, as DRF then reads no body."""
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
 
 
 def _refuse_unstorable(request: Request, kwargs: dict[str, Any]) -> None:
