@@ -113,3 +113,31 @@ def test_a_json_rpc_error_answering_the_call_is_a_refusal(
     assert (refused.state, refused.error_code) == (CallState.FAILED, "TOOL_REFUSED")
     assert "order_id is unknown here" in (refused.model_result or {})["error"]["message"]
     assert operation.state == OperationState.COMPLETED
+
+
+@pytest.mark.parametrize("method", ["initialize", "tools/list"])
+def test_a_json_rpc_error_before_the_call_is_the_server_unavailable(
+    demo: Any, scripted_mcp: ScriptedMcp, scripted_http: ScriptedHttp, method: str
+) -> None:
+    """The session's start or the listing answered with an error: the call never went out and
+    the model is told the tool cannot be used now, not that the server refused the call."""
+    scripted_mcp.script([mcp_tool("pay")], {"pay": {"structured": {"paid": True}}})
+    scripted_http.reply = _proxy(scripted_mcp.url, (200, "application/json", b"{}"))
+    enable(register_mcp(demo.tenant, f"{scripted_http.url}/mcp"), "pay", risk="irreversible")
+
+    def refusing(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        if jsonrpc_method(handler.command, body) != method:
+            forward(scripted_mcp.url, handler, body)
+            return
+        error = {"code": -32603, "message": "down for maintenance"}
+        send(
+            handler,
+            200,
+            json.dumps({"jsonrpc": "2.0", "id": json.loads(body)["id"], "error": error}).encode(),
+        )
+
+    scripted_http.reply = refusing
+    operation = run(demo, "shop__pay", {"order_id": "ORD-1", "amount_cents": 100})
+    unavailable = operation.calls.get()
+    assert (unavailable.state, unavailable.error_code) == (CallState.FAILED, "TOOL_UNAVAILABLE")
+    assert not [body for _m, _p, _h, body in scripted_http.requests if b'"tools/call"' in body]

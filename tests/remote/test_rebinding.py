@@ -18,7 +18,7 @@ import pytest
 from tests.remote.conftest import ScriptedHttp, ScriptedMcp
 from toolcalls import outbound
 from toolcalls.remote import clients
-from toolcalls.remote.clients import Address, RemoteLost, RemoteRefused, RemoteUnavailable
+from toolcalls.remote.clients import Address, RemoteLost, RemoteUnavailable
 from toolcalls.webhooks import delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,7 +80,8 @@ def test_an_mcp_request_goes_to_the_address_that_was_checked_under_its_name(
 ) -> None:
     """The name is resolved once, checked, and the request sent to that address: a name no
     resolver knows reaches the server, whose own rebinding guard (it serves ``127.0.0.1`` only)
-    then refuses the name it is asked under (its ``Host``)."""
+    then refuses the name it is asked under (its ``Host``): the session cannot start, the
+    server is unavailable."""
     asked: list[tuple[str, int]] = []
 
     def resolved(host: str, port: int) -> str:
@@ -89,7 +90,7 @@ def test_an_mcp_request_goes_to_the_address_that_was_checked_under_its_name(
 
     monkeypatch.setattr(outbound, "public_address", resolved)
     url = scripted_mcp.url.replace("127.0.0.1", "mcp.callgate.invalid")
-    with pytest.raises(RemoteRefused):
+    with pytest.raises(RemoteUnavailable, match="answered with an error before the call"):
         clients.mcp_list_tools(Address(url=url), timeout_s=10)
     assert {host for host, _ in asked} == {"mcp.callgate.invalid"}
 

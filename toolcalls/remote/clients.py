@@ -212,7 +212,8 @@ def mcp_call_tool(
     ``proceed`` runs inside the session's event loop, so it must not touch the database.
     Raises :class:`RemoteUnavailable` before the call is sent (the timeout passing while the
     address is checked, the session starts or the tools are listed included),
-    :class:`RemoteRefused` (a JSON-RPC error the server sent: it ran nothing),
+    :class:`RemoteRefused` (a JSON-RPC error the server sent answering the call: it ran
+    nothing; one answering the session's start or the listing is :class:`RemoteUnavailable`),
     :class:`RemoteLost` once it may have been sent (a timeout included: the whole exchange gets
     ``timeout_s`` seconds; an answer that is no JSON-RPC message, or an error status without
     one), :class:`RemoteBadReply` (a result whose ``structuredContent`` cannot be read exactly
@@ -420,7 +421,12 @@ def _classified(run: Callable[[], T], phase: _Phase) -> T:
             raise leaf from exc
         if isinstance(leaf, NotSent):
             raise RemoteUnavailable(str(leaf)) from exc
-        if isinstance(leaf, MCPError) and phase.sent and not phase.server_refused():
+        if isinstance(leaf, MCPError) and not phase.sent:
+            # The session's start or the listing answered with an error: the server cannot
+            # be used now, and the call never went out.
+            message = f"the MCP server answered with an error before the call: {leaf}"
+            raise RemoteUnavailable(message) from exc
+        if isinstance(leaf, MCPError) and not phase.server_refused():
             raise RemoteLost(f"the answer to the call could not be read: {leaf}") from exc
         if isinstance(leaf, MCPError):
             message = f"the MCP server refused the request: {leaf}"
