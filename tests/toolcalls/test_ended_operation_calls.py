@@ -57,7 +57,7 @@ def _cancels_then_hangs(runs: list[int], released: threading.Event) -> Handler:
 
 
 def _run(demo: Any, tool: Any, handler: Handler, **fields: Any) -> tuple[Operation, ToolCall]:
-    tool(name="ended_tool", handler=handler, timeout_ms=200, **fields)
+    tool(name="ended_tool", handler=handler, **{"timeout_ms": 200, **fields})
     replies = [r.response(r.call("e", "ended_tool", {})), r.final()]
     operation = start(demo, replies, tool_names=["ended_tool"])
     operation.refresh_from_db()
@@ -182,3 +182,20 @@ def test_a_row_the_sweep_cannot_handle_does_not_stop_the_others(
     attempts = dict(ToolCall.objects.values_list("pk", "attempt"))
     assert (attempts[first], attempts[second]) == (1, 2)  # the second read ran again
     assert f"row {first} not handled" in caplog.text
+
+
+def test_a_calls_lease_outlasts_its_handlers_time(demo, tool, settings) -> None:
+    """The recovery sweep must never take back a call whose handler may still be within its
+    timeout: it would settle as lost (and ask the reconciler about) an effect still running."""
+    settings.CALLGATE_LEASE_MS = 1_000
+    leases: list[float] = []
+
+    def handler(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+        expires = ToolCall.objects.get(public_id=ctx.call_id).lease_expires_at
+        assert expires is not None
+        leases.append((expires - timezone.now()).total_seconds())
+        return {}
+
+    _run(demo, tool, handler, timeout_ms=60_000)
+    (left_s,) = leases
+    assert left_s > 60  # was: CALLGATE_LEASE_MS, 1 s

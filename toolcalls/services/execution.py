@@ -40,6 +40,9 @@ from toolcalls.services.unit import Step, call_step, lease_clear, lease_held, le
 from toolcalls.states import OPERATION_TERMINAL, AuditKind, CallState, OperationState
 from toolcalls.storage import storable
 
+#: Time a call's lease leaves past its handler's wait (ms) for recording what the run did.
+RECORD_MARGIN_MS = 1_000
+
 #: Run inside the claim transaction with the rows locked; returns (error code, message) to
 #: reject the call instead of running it, or ``None``.
 Precheck = Callable[[Operation, ToolCall], "tuple[str, str] | None"]
@@ -159,7 +162,8 @@ def _start(
     the operation's agent revision: the one it started with, whatever revisions came since."""
     call.attempt += 1
     step.change(call, "attempt")
-    token = lease_take(step, call)
+    # Never taken back while the handler may still be within its time: the run, then its record.
+    token = lease_take(step, call, at_least_ms=_handler_wait_ms(spec) + RECORD_MARGIN_MS)
     details = {"idempotency_key": call.idempotency_key}
     if revalidated:
         details["policy_revision"] = spec.approval.revision
@@ -196,11 +200,16 @@ def _run(claim: Claim) -> HandlerOutcome:
         except Exception as exc:  # a handler bug must not take the loop down with it
             return HandlerOutcome("crash", detail=f"{type(exc).__name__}: {exc}")
 
-    waited_ms = claim.spec.timeout_ms + claim.spec.timeout_grace_ms
+    waited_ms = _handler_wait_ms(claim.spec)
     box = handler_run(target, timeout_s=waited_ms / 1000)
     if not box:
         return HandlerOutcome("timeout", detail=f"no answer within {waited_ms} ms")
     return box[0]
+
+
+def _handler_wait_ms(spec: ToolSpec) -> int:
+    """How long the engine waits for a handler, in ms: its timeout and its grace."""
+    return spec.timeout_ms + spec.timeout_grace_ms
 
 
 def _record(claim: Claim, outcome: HandlerOutcome) -> None:

@@ -406,10 +406,12 @@ def lease_free(now: datetime) -> Q:
     return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
 
 
-def lease_take(step: Step, row: Leased) -> str:
-    """Give ``row`` a new lease token, valid ``CALLGATE_LEASE_MS``; returns the token."""
+def lease_take(step: Step, row: Leased, *, at_least_ms: int = 0) -> str:
+    """Give ``row`` a new lease token, valid ``CALLGATE_LEASE_MS`` or ``at_least_ms`` (ms),
+    whichever is longer; returns the token."""
     row.lease_token = secrets.token_hex(16)
-    row.lease_expires_at = timezone.now() + timedelta(milliseconds=settings.CALLGATE_LEASE_MS)
+    valid_ms = max(settings.CALLGATE_LEASE_MS, at_least_ms)
+    row.lease_expires_at = timezone.now() + timedelta(milliseconds=valid_ms)
     step.change(row, "lease_token", "lease_expires_at")
     return row.lease_token
 
