@@ -20,6 +20,7 @@ from tests.remote.test_remote_tools import (
     register_mcp,
     run,
 )
+from toolcalls.remote import services
 from toolcalls.remote.models import RemoteEvent, RemoteServer
 from toolcalls.remote.services import RemoteError, ServerChange, remote_server_change
 from toolcalls.signing import SIGNATURE_HEADER, verify_signature
@@ -55,6 +56,24 @@ def test_the_same_values_change_nothing(demo: Any, scripted_http: ScriptedHttp) 
     server = register_http(demo, scripted_http)
     _change(server, signing_secret="tool-secret", headers={})
     assert not RemoteEvent.objects.filter(kind="server_changed").exists()
+
+
+def test_a_change_writes_only_the_fields_it_names(
+    demo: Any, scripted_http: ScriptedHttp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another change made between this one's read and its lock is kept, not reverted."""
+    server = register_http(demo, scripted_http)
+    check = services._server_form_check
+
+    def meanwhile(form: Any) -> None:
+        check(form)
+        RemoteServer.objects.filter(pk=server.pk).update(headers={"X-Token": "other"})
+
+    monkeypatch.setattr(services, "_server_form_check", meanwhile)
+    _change(server, signing_secret="rotated-secret")
+    stored = RemoteServer.objects.get(pk=server.pk)
+    assert (stored.signing_secret, stored.headers) == ("rotated-secret", {"X-Token": "other"})
+    assert RemoteEvent.objects.get(kind="server_changed").details == {"changed": ["signing_secret"]}
 
 
 @pytest.mark.parametrize(

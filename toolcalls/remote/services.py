@@ -131,9 +131,13 @@ def remote_server_change(*, server_pk: int, change: ServerChange, actor: Actor) 
     listing = _list(address) if relist else None
     with transaction.atomic(durable=True):
         server = RemoteServer.objects.select_for_update().get(pk=server_pk)
-        changed = [
-            name for name in ("url", "headers", "signing_secret") if _differs(server, form, name)
+        # Only what this change names: another made meanwhile to another field stays.
+        named = [
+            name
+            for name in ("url", "headers", "signing_secret")
+            if getattr(change, name) is not None
         ]
+        changed = [name for name in named if _differs(server, form, name)]
         if changed:
             for name in changed:
                 setattr(server, name, getattr(form, name))
